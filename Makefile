@@ -1,0 +1,48 @@
+# Threat View: local stack and tests. Everything runs through scripts/stack.sh;
+# state lives in .run/ (git-ignored).
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+STACK := scripts/stack.sh
+FUZZTIME ?= 30s
+
+.PHONY: help up down status test bench chaos fuzz clean migrate
+
+help: ## list targets
+	@echo "Threat View targets:"
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 18
+
+up: ## install packages if missing, start Postgres/MariaDB/ActiveMQ, migrate, start services
+	$(STACK) up
+
+down: ## stop everything the stack started (by pid file)
+	$(STACK) down
+
+status: ## one line per component: pid, state, address
+	$(STACK) status
+
+migrate: ## build and run the migrate command against all databases
+	$(STACK) migrate
+
+test: ## make up, then scripts/test.sh if present, else go test -race in every module
+	$(STACK) up
+	set -a; . .run/env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; \
+	if [ -x scripts/test.sh ]; then scripts/test.sh; \
+	elif [ -f scripts/test.sh ]; then bash scripts/test.sh; \
+	else $(STACK) gotest -race -count=1; fi
+
+bench: ## load benchmark (scripts/bench.sh)
+	@if [ -f scripts/bench.sh ]; then set -a; . .run/env; set +a; bash scripts/bench.sh; \
+	else echo "make bench: scripts/bench.sh does not exist yet" >&2; exit 1; fi
+
+chaos: ## failure tests (scripts/chaos.sh)
+	@if [ -f scripts/chaos.sh ]; then set -a; . .run/env; set +a; bash scripts/chaos.sh; \
+	else echo "make chaos: scripts/chaos.sh does not exist yet" >&2; exit 1; fi
+
+fuzz: ## run every Fuzz target for FUZZTIME (default 30s); scripts/fuzz.sh if present
+	@if [ -f scripts/fuzz.sh ]; then bash scripts/fuzz.sh; \
+	else FUZZTIME=$(FUZZTIME) $(STACK) fuzz; fi
+
+clean: ## stop everything and delete .run/
+	$(STACK) clean

@@ -1,0 +1,137 @@
+// Package wire defines the messages services exchange over the broker: the
+// batch of enriched events the collector publishes and the processor stores,
+// and the audit records the audit logger publishes and its worker stores.
+// Producer and consumer share these types so the format is written once.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Destinations on the broker. Each has a dead-letter queue named DLQ.<queue>.
+const (
+	EventsQueue = "/queue/threatview.events"
+	AuditQueue  = "/queue/threatview.audit"
+)
+
+// DeadLetter returns the dead-letter destination of a queue destination.
+func DeadLetter(dest string) string {
+	const prefix = "/queue/"
+	if len(dest) > len(prefix) && dest[:len(prefix)] == prefix {
+		return prefix + "DLQ." + dest[len(prefix):]
+	}
+	return "/queue/DLQ." + dest
+}
+
+// HeaderDeadLetterReason carries why a message was dead-lettered.
+const HeaderDeadLetterReason = "threatview-dlq-reason"
+
+// Version is the envelope version this code writes and reads.
+const Version = 1
+
+// ErrInvalidEnvelope means a message can never be processed: it is
+// undecodable or breaks the envelope's rules. Consumers dead-letter it.
+var ErrInvalidEnvelope = errors.New("invalid envelope")
+
+// EventBatch is the body of one message on EventsQueue: the events of one or
+// more collector requests. The events of one request are never split.
+type EventBatch struct {
+	V      int     `json:"v"`
+	Events []Event `json:"events"`
+}
+
+// Event is one accepted, enriched event.
+type Event struct {
+	ID                 string          `json:"id"`
+	Type               string          `json:"type"`
+	ReceivedAt         time.Time       `json:"received_at"`
+	OccurredAt         time.Time       `json:"occurred_at"`
+	OriginalOccurredAt *time.Time      `json:"original_occurred_at,omitempty"`
+	SentAt             *time.Time      `json:"sent_at,omitempty"`
+	App                App             `json:"app"`
+	Device             Device          `json:"device"`
+	Country            string          `json:"country"`
+	ClientIP           string          `json:"client_ip,omitempty"`
+	TokenID            string          `json:"token_id,omitempty"`
+	RequestID          string          `json:"request_id,omitempty"`
+	Threats            json.RawMessage `json:"threats,omitempty"`
+	Attributes         json.RawMessage `json:"attributes,omitempty"`
+}
+
+// App identifies the sending application.
+type App struct {
+	ID      string `json:"id"`
+	Version string `json:"version,omitempty"`
+}
+
+// Device describes the device the event came from.
+type Device struct {
+	ID           string `json:"id,omitempty"`
+	Model        string `json:"model,omitempty"`
+	Manufacturer string `json:"manufacturer,omitempty"`
+	OS           string `json:"os,omitempty"`
+	OSVersion    string `json:"os_version,omitempty"`
+}
+
+// DecodeEventBatch parses and checks a message body. Any error wraps
+// ErrInvalidEnvelope: such a message will never be storable.
+func DecodeEventBatch(body []byte) (EventBatch, error) {
+	var b EventBatch
+	if err := json.Unmarshal(body, &b); err != nil {
+		return EventBatch{}, fmt.Errorf("%w: decode: %v", ErrInvalidEnvelope, err)
+	}
+	if b.V != Version {
+		return EventBatch{}, fmt.Errorf("%w: version %d, want %d", ErrInvalidEnvelope, b.V, Version)
+	}
+	if len(b.Events) == 0 {
+		return EventBatch{}, fmt.Errorf("%w: no events", ErrInvalidEnvelope)
+	}
+	for i, e := range b.Events {
+		if err := e.validate(); err != nil {
+			return EventBatch{}, fmt.Errorf("%w: event %d: %v", ErrInvalidEnvelope, i, err)
+		}
+	}
+	return b, nil
+}
+
+func (e Event) validate() error {
+	switch {
+	case !isUUID(e.ID):
+		return fmt.Errorf("id %q is not a UUID", e.ID)
+	case e.Type == "":
+		return errors.New("type is empty")
+	case e.App.ID == "":
+		return errors.New("app.id is empty")
+	case e.ReceivedAt.IsZero():
+		return errors.New("received_at is missing")
+	case e.OccurredAt.IsZero():
+		return errors.New("occurred_at is missing")
+	case len(e.Country) != 2:
+		return fmt.Errorf("country %q is not two letters", e.Country)
+	}
+	return nil
+}
+
+// isUUID accepts the canonical 8-4-4-4-12 hex form.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
