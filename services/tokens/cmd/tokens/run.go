@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+	"threatview/tokens"
+	"threatview/tokens/auditlog"
+	"threatview/tokens/httpapi"
+	"threatview/tokens/mariadb"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const defaultAddr = ":8083"
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	var cfg tokens.Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "tokens", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	db, err := mariadb.Open(cfg.DatabaseDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := mariadb.New(db)
+
+	var auditor tokens.Auditor
+	if cfg.AuditURL != "" {
+		auditor = auditlog.New(cfg.AuditURL, cfg.InternalKey, cfg.AuditTimeout, &http.Client{
+			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second},
+		})
+	} else {
+		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
+	}
+	svc := tokens.NewService(store, auditor, cfg.LastUsedInterval, log)
+
+	// The last-used writer outlives the HTTP server so it can flush the
+	// uses of the final requests.
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); svc.RunLastUsed(bgCtx) }()
+	defer func() { stopBg(); wg.Wait() }()
+
+	reg := httpserver.NewRegistry()
+	h := httpapi.New(svc, httpapi.Keys{Admin: cfg.AdminKey, Internal: cfg.InternalKey}, reg,
+		map[string]httpserver.Check{"database": store.Ping}, log)
+	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"threatview/migrations"
+	"threatview/platform/testenv"
+	"threatview/tokens/mariadb"
+)
+
+// syncBuffer is a bytes.Buffer safe for the logger and the test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// listenAddr finds the address in the "http server listening" log line.
+func listenAddr(log string) string {
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http server listening" {
+			return rec.Addr
+		}
+	}
+	return ""
+}
+
+func TestRun(t *testing.T) {
+	dsn := testenv.MustMariaDB(t)
+	db, err := mariadb.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := migrations.Up(context.Background(), db, migrations.Tokens); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"HTTP_ADDR":           "127.0.0.1:0",
+		"TOKENS_DATABASE_DSN": dsn,
+		"ADMIN_KEY":           "run-admin",
+		"INTERNAL_KEY":        "run-internal",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, func(k string) string { return env[k] }, out) }()
+
+	var addr string
+	testenv.MustPing(t, 10*time.Second, "tokens run()", func() error {
+		select {
+		case err := <-done:
+			t.Fatalf("run() returned early: %v\n%s", err, out)
+		default:
+		}
+		if addr = listenAddr(out.String()); addr == "" {
+			return io.ErrNoProgress
+		}
+		return nil
+	})
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + addr + p)
+		if err != nil {
+			t.Fatalf("GET %s: %v", p, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %d %s, want 200", p, resp.StatusCode, body)
+		}
+	}
+	if strings.Contains(out.String(), "run-admin") || strings.Contains(out.String(), "run-internal") {
+		t.Fatalf("log shows a key:\n%s", out)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run() = %v after cancel, want nil", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run() did not return after cancel")
+	}
+}
+
+func TestRun_BadConfig(t *testing.T) {
+	err := run(context.Background(), func(k string) string {
+		return map[string]string{"ADMIN_KEY": "a", "INTERNAL_KEY": "b"}[k]
+	}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "TOKENS_DATABASE_DSN") {
+		t.Fatalf("run() without TOKENS_DATABASE_DSN = %v, want an error naming it", err)
+	}
+}

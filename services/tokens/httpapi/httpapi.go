@@ -1,0 +1,309 @@
+// Package httpapi serves the tokens service's HTTP API:
+//
+//	POST   /v1/tokens        admin key   {"app_id","name"} → 201 with the plain token, shown once
+//	GET    /v1/tokens        admin key   ?app_id=&limit= → {"tokens":[...]} (never a secret or hash)
+//	GET    /v1/tokens/{id}   admin key
+//	DELETE /v1/tokens/{id}   admin key   revoke → 204
+//	POST   /v1/introspect    internal key {"token"} → {"active","token_id","app_id"}
+//
+// plus /healthz, /readyz and /metrics. The admin key and the internal key
+// are distinct (the config refuses equal keys), so neither grants the other's
+// calls, and an app token grants none.
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/platform/httpserver"
+	"threatview/tokens"
+)
+
+// Keys are the bearer keys the API accepts.
+type Keys struct {
+	Admin    string
+	Internal string
+}
+
+// Limits on request bodies and lists.
+const (
+	maxBody      = 16 << 10
+	defaultLimit = 100
+	maxLimit     = 1000
+)
+
+type handler struct {
+	svc *tokens.Service
+	log *slog.Logger
+
+	introspections *prometheus.CounterVec
+	changes        *prometheus.CounterVec
+}
+
+// New returns the service's HTTP handler. reg receives the HTTP and token
+// metrics; checks are run by /readyz.
+func New(svc *tokens.Service, keys Keys, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger) http.Handler {
+	h := &handler{
+		svc: svc,
+		log: log,
+		introspections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokens_introspections_total",
+			Help: "Token introspections by result (active, inactive, error).",
+		}, []string{"result"}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tokens_changes_total",
+			Help: "Token creations and revocations by action and result (ok, audit_unavailable, error).",
+		}, []string{"action", "result"}),
+	}
+	reg.MustRegister(h.introspections, h.changes)
+
+	r := chi.NewRouter()
+	r.NotFound(httpserver.NotFound)
+	r.MethodNotAllowed(httpserver.MethodNotAllowed)
+	r.Use(httpserver.Instrument(reg, "tokens"))
+	httpserver.MountOps(r, reg, checks)
+	r.Group(func(r chi.Router) {
+		r.Use(httpserver.RequireKey(keys.Admin))
+		r.Post("/v1/tokens", h.create)
+		r.Get("/v1/tokens", h.list)
+		r.Get("/v1/tokens/{id}", h.get)
+		r.Delete("/v1/tokens/{id}", h.revoke)
+	})
+	r.With(httpserver.RequireKey(keys.Internal)).Post("/v1/introspect", h.introspect)
+	return r
+}
+
+// tokenView is a token as the API shows it: never its secret or hash.
+type tokenView struct {
+	ID         string     `json:"id"`
+	AppID      string     `json:"app_id"`
+	Name       string     `json:"name"`
+	Active     bool       `json:"active"`
+	CreatedAt  time.Time  `json:"created_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+}
+
+func view(t tokens.Token) tokenView {
+	return tokenView{
+		ID: t.ID, AppID: t.AppID, Name: t.Name, Active: t.Active(),
+		CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt, LastUsedAt: t.LastUsedAt,
+	}
+}
+
+type createRequest struct {
+	AppID string `json:"app_id"`
+	Name  string `json:"name"`
+}
+
+type createResponse struct {
+	tokenView
+	Token string `json:"token"`
+}
+
+func (h *handler) create(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	t, plain, err := h.svc.Create(r.Context(), tokens.NewToken{AppID: req.AppID, Name: req.Name}, meta(r))
+	if err != nil {
+		h.changes.WithLabelValues(tokens.ActionCreate, resultOf(err)).Inc()
+		h.fail(w, r, err)
+		return
+	}
+	h.changes.WithLabelValues(tokens.ActionCreate, "ok").Inc()
+	h.log.Info("token created", "token_id", t.ID, "app_id", t.AppID)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Location", "/v1/tokens/"+t.ID)
+	httpserver.WriteJSON(w, http.StatusCreated, createResponse{tokenView: view(t), Token: plain})
+}
+
+func (h *handler) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "app_id" && k != "limit" {
+			httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", "unknown query parameter", map[string]string{"parameter": k})
+			return
+		}
+	}
+	limit := defaultLimit
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxLimit {
+			httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", "limit must be an integer from 1 to 1000", map[string]string{"parameter": "limit"})
+			return
+		}
+		limit = n
+	}
+	list, err := h.svc.List(r.Context(), tokens.Filter{AppID: q.Get("app_id"), Limit: limit})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := make([]tokenView, len(list))
+	for i, t := range list {
+		out[i] = view(t)
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (h *handler) get(w http.ResponseWriter, r *http.Request) {
+	t, err := h.svc.Get(r.Context(), chi.URLParam(r, "id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, view(t))
+}
+
+func (h *handler) revoke(w http.ResponseWriter, r *http.Request) {
+	t, err := h.svc.Revoke(r.Context(), chi.URLParam(r, "id"), meta(r))
+	if err != nil {
+		h.changes.WithLabelValues(tokens.ActionRevoke, resultOf(err)).Inc()
+		if errors.Is(err, tokens.ErrAuditUnavailable) {
+			// The token is revoked, but the promise of an audit record is not
+			// kept yet: tell the operator to repeat the call.
+			h.log.Error("token revoked without audit record", "token_id", t.ID, "err", err)
+			w.Header().Set("Retry-After", "5")
+			httpserver.WriteError(w, http.StatusServiceUnavailable, "audit_unavailable",
+				"token revoked, but the audit logger did not record it; repeat the request", map[string]any{"revoked": true})
+			return
+		}
+		h.fail(w, r, err)
+		return
+	}
+	h.changes.WithLabelValues(tokens.ActionRevoke, "ok").Inc()
+	h.log.Info("token revoked", "token_id", t.ID, "app_id", t.AppID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type introspectRequest struct {
+	Token string `json:"token"`
+}
+
+type introspectResponse struct {
+	Active  bool   `json:"active"`
+	TokenID string `json:"token_id,omitempty"`
+	AppID   string `json:"app_id,omitempty"`
+}
+
+func (h *handler) introspect(w http.ResponseWriter, r *http.Request) {
+	var req introspectRequest
+	if !h.decode(w, r, &req) {
+		return
+	}
+	t, err := h.svc.Introspect(r.Context(), req.Token)
+	switch {
+	case errors.Is(err, tokens.ErrNotFound):
+		h.introspections.WithLabelValues("inactive").Inc()
+		httpserver.WriteJSON(w, http.StatusOK, introspectResponse{Active: false})
+	case err != nil:
+		h.introspections.WithLabelValues("error").Inc()
+		h.fail(w, r, err)
+	default:
+		h.introspections.WithLabelValues("active").Inc()
+		httpserver.WriteJSON(w, http.StatusOK, introspectResponse{Active: true, TokenID: t.ID, AppID: t.AppID})
+	}
+}
+
+// decode reads one JSON object into dst, refusing unknown fields, trailing
+// data and oversized bodies; on failure it has written the error. The body
+// is read as JSON whatever its Content-Type: operators call these endpoints
+// with curl -d, which labels the body as a form.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(dst)
+	if err == nil {
+		if dec.Decode(&struct{}{}) != io.EOF {
+			httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body must hold exactly one JSON object", nil)
+			return false
+		}
+		return true
+	}
+	var (
+		maxErr  *http.MaxBytesError
+		typeErr *json.UnmarshalTypeError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "body is larger than 16 KiB", nil)
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", "field has the wrong type", map[string]string{"field": typeErr.Field})
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field "+strconv.Quote(field), map[string]string{"field": field})
+	default:
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object", nil)
+	}
+	return false
+}
+
+// statusOf is the one table from domain errors to HTTP statuses.
+var statusOf = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{tokens.ErrMalformed, http.StatusBadRequest, "malformed"},
+	{tokens.ErrInvalid, http.StatusUnprocessableEntity, "invalid"},
+	{tokens.ErrNotFound, http.StatusNotFound, "not_found"},
+	{tokens.ErrConflict, http.StatusConflict, "conflict"},
+	{tokens.ErrAuditUnavailable, http.StatusServiceUnavailable, "audit_unavailable"},
+}
+
+// fail writes err with its status; unknown errors are logged and answered
+// with a generic 500.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	for _, e := range statusOf {
+		if errors.Is(err, e.err) {
+			msg := e.err.Error()
+			switch e.err {
+			case tokens.ErrMalformed, tokens.ErrInvalid:
+				msg = err.Error() // says which field and why; carries no secret
+			case tokens.ErrAuditUnavailable:
+				h.log.Error("audit failed", "path", r.URL.Path, "err", err)
+				w.Header().Set("Retry-After", "5")
+				msg = "the audit logger is unavailable; nothing was changed"
+			}
+			httpserver.WriteError(w, e.status, e.code, msg, nil)
+			return
+		}
+	}
+	h.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	httpserver.WriteError(w, http.StatusInternalServerError, "internal", "internal error", nil)
+}
+
+func resultOf(err error) string {
+	if errors.Is(err, tokens.ErrAuditUnavailable) {
+		return "audit_unavailable"
+	}
+	return "error"
+}
+
+func meta(r *http.Request) tokens.Meta {
+	ip, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		ip = r.RemoteAddr
+	}
+	rid := r.Header.Get("X-Request-ID")
+	if len(rid) > 64 {
+		rid = rid[:64]
+	}
+	ua := r.UserAgent()
+	if len(ua) > 256 {
+		ua = ua[:256]
+	}
+	return tokens.Meta{ClientIP: ip, UserAgent: ua, RequestID: rid}
+}
