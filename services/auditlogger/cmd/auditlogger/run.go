@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+
+	"threatview/auditlogger"
+	"threatview/auditlogger/broker"
+	"threatview/auditlogger/httpapi"
+	"threatview/auditlogger/mariadb"
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+	"threatview/platform/mq"
+)
+
+var version = "dev"
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return runWith(ctx, getenv, stdout, nil)
+}
+
+// runWith is run with a hook receiving the server's address (tests use
+// port 0).
+func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, onListen func(net.Addr)) error {
+	var cfg auditlogger.LoggerConfig
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "auditlogger", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	db, err := mariadb.Open(cfg.DatabaseDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := mariadb.New(db)
+
+	reg := httpserver.NewRegistry()
+	mqp := mq.NewPublisher(cfg.Broker, log)
+	defer mqp.Close()
+	pub := broker.NewGroupPublisher(mqp, cfg.Queue, broker.Options{
+		Window:          cfg.CoalesceWindow,
+		MaxMessageBytes: cfg.MaxMessageBytes,
+		Concurrency:     max(1, cfg.Broker.Conns),
+		SendTimeout:     cfg.Broker.DialTimeout + cfg.Broker.ReceiptTimeout,
+	}, reg, log)
+	defer pub.Close()
+
+	api := httpapi.New(pub, store, httpapi.Options{
+		InternalKey:     cfg.InternalKey,
+		AdminKey:        cfg.AdminKey,
+		StoreBody:       cfg.StoreBody,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		MaxRecords:      cfg.MaxRecords,
+	}, log)
+	// Ready means POST works: the broker only. The database serves GET,
+	// which answers 503 on its own while MariaDB is away.
+	h := api.Handler(reg, map[string]httpserver.Check{"broker": mqp.Ping})
+	err = httpserver.Run(ctx, cfg.HTTP, ":8081", h, log, onListen)
+	log.Info("stopped")
+	return err
+}

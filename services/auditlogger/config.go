@@ -1,0 +1,100 @@
+package auditlogger
+
+import (
+	"errors"
+	"time"
+
+	"threatview/platform/httpserver"
+	"threatview/platform/mq"
+)
+
+// LoggerConfig is the configuration of audit-logger, read from the
+// environment.
+type LoggerConfig struct {
+	HTTP   httpserver.Config
+	Broker mq.Config
+	// DatabaseDSN is the audit database the query API reads (go-sql-driver DSN).
+	DatabaseDSN string `env:"AUDIT_DATABASE_DSN" secret:"true"`
+	AdminKey    string `env:"ADMIN_KEY" secret:"true"`
+	InternalKey string `env:"INTERNAL_KEY" secret:"true"`
+	Queue       string `env:"AUDITLOGGER_QUEUE" envDefault:"/queue/threatview.audit"`
+	// CoalesceWindow is how long the first post of a broker message waits
+	// for others to join it. Posts arriving while earlier messages are in
+	// flight join the next message anyway.
+	CoalesceWindow time.Duration `env:"AUDITLOGGER_COALESCE_WINDOW" envDefault:"2ms"`
+	// MaxMessageBytes caps one broker message; a single post larger than
+	// this still goes as its own message.
+	MaxMessageBytes int `env:"AUDITLOGGER_MAX_MESSAGE_BYTES" envDefault:"1048576"`
+	// MaxRequestBytes caps a POST body (413 above).
+	MaxRequestBytes int64 `env:"AUDITLOGGER_MAX_REQUEST_BYTES" envDefault:"4194304"`
+	// MaxRecords caps the records of one POST (413 above).
+	MaxRecords int `env:"AUDITLOGGER_MAX_RECORDS" envDefault:"1000"`
+	// StoreBody keeps request bodies in the trail; off by default (storage).
+	StoreBody bool   `env:"AUDITLOGGER_STORE_BODY" envDefault:"false"`
+	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// Validate checks the relations between fields; the error names the variable.
+func (c *LoggerConfig) Validate() error {
+	switch {
+	case c.DatabaseDSN == "":
+		return errors.New("AUDIT_DATABASE_DSN is required (GET /v1/audit reads it)")
+	case c.InternalKey == "":
+		return errors.New("INTERNAL_KEY is required (callers of POST /v1/audit present it)")
+	case c.AdminKey == "":
+		return errors.New("ADMIN_KEY is required (callers of GET /v1/audit present it)")
+	case c.Queue == "":
+		return errors.New("AUDITLOGGER_QUEUE must not be empty")
+	case c.CoalesceWindow < 0 || c.CoalesceWindow > time.Second:
+		return errors.New("AUDITLOGGER_COALESCE_WINDOW must be between 0 and 1s")
+	case c.MaxMessageBytes < 1024:
+		return errors.New("AUDITLOGGER_MAX_MESSAGE_BYTES must be at least 1024")
+	case c.MaxRequestBytes < 1024:
+		return errors.New("AUDITLOGGER_MAX_REQUEST_BYTES must be at least 1024")
+	case c.MaxRecords < 1:
+		return errors.New("AUDITLOGGER_MAX_RECORDS must be at least 1")
+	}
+	return nil
+}
+
+// WorkerConfig is the configuration of audit-logger-worker, read from the
+// environment.
+type WorkerConfig struct {
+	HTTP        httpserver.Config
+	Broker      mq.Config
+	DatabaseDSN string `env:"AUDIT_DATABASE_DSN" secret:"true"`
+	Queue       string `env:"AUDITWORKER_QUEUE" envDefault:"/queue/threatview.audit"`
+	// Prefetch is how many unacknowledged messages the broker hands over.
+	Prefetch int `env:"AUDITWORKER_PREFETCH" envDefault:"200"`
+	// BatchMax is how many records one transaction stores at most.
+	BatchMax int `env:"AUDITWORKER_BATCH_MAX" envDefault:"2000"`
+	// BatchMaxWait is how long a batch waits to fill before it is stored.
+	BatchMaxWait time.Duration `env:"AUDITWORKER_BATCH_MAX_WAIT" envDefault:"50ms"`
+	// PartitionsAhead is how many monthly partitions after the current one
+	// the worker tries to keep (needs ALTER; see README).
+	PartitionsAhead int `env:"AUDITWORKER_PARTITIONS_AHEAD" envDefault:"3"`
+	// LockTimeout is how long one GET_LOCK call waits before trying again.
+	LockTimeout time.Duration `env:"AUDITWORKER_LOCK_TIMEOUT" envDefault:"5s"`
+	LogLevel    string        `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// Validate checks the relations between fields; the error names the variable.
+func (c *WorkerConfig) Validate() error {
+	switch {
+	case c.DatabaseDSN == "":
+		return errors.New("AUDIT_DATABASE_DSN is required")
+	case c.Queue == "":
+		return errors.New("AUDITWORKER_QUEUE must not be empty")
+	case c.Prefetch < 1:
+		return errors.New("AUDITWORKER_PREFETCH must be at least 1")
+	case c.BatchMax < 1:
+		return errors.New("AUDITWORKER_BATCH_MAX must be at least 1")
+	case c.BatchMaxWait < 0:
+		return errors.New("AUDITWORKER_BATCH_MAX_WAIT must not be negative")
+	case c.PartitionsAhead < 0:
+		return errors.New("AUDITWORKER_PARTITIONS_AHEAD must not be negative")
+	case c.LockTimeout < time.Second:
+		return errors.New("AUDITWORKER_LOCK_TIMEOUT must be at least 1s")
+	}
+	return nil
+}

@@ -1,0 +1,328 @@
+// Package mariadb stores and queries audit records in MariaDB's
+// audit_events table, and holds the worker's single-active lock.
+//
+// Inserts are multi-row INSERT IGNORE statements built as SQL text (one
+// round trip each, no prepared statement), each kept under the server's
+// max_allowed_packet, all of a batch in one transaction. The primary key
+// (time, id) makes a record delivered twice land once.
+package mariadb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"threatview/auditlogger"
+	"threatview/platform/wire"
+)
+
+// Open opens the audit database with the options the store relies on:
+// times parsed in UTC and parameters interpolated client-side (one round
+// trip per query).
+func Open(dsn string) (*sql.DB, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse AUDIT_DATABASE_DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open audit database: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return db, nil
+}
+
+// maxStatement caps one INSERT statement even when max_allowed_packet is
+// larger, to keep the worker's memory and the server's parse cost flat.
+const maxStatement = 4 << 20
+
+// Store is the MariaDB implementation of auditlogger.Store.
+type Store struct {
+	db         *sql.DB
+	maxStmt    int
+	statements atomic.Int64
+}
+
+var _ auditlogger.Store = (*Store)(nil)
+
+// New returns a Store on db assuming a 1 MiB max_allowed_packet; call
+// LoadMaxPacket to use the server's value.
+func New(db *sql.DB) *Store {
+	return &Store{db: db, maxStmt: (1 << 20) - 4096}
+}
+
+// LoadMaxPacket reads the server's max_allowed_packet and sizes statements
+// under it; it returns the value read.
+func (s *Store) LoadMaxPacket(ctx context.Context) (int, error) {
+	var n int
+	if err := s.db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read max_allowed_packet: %w: %w", auditlogger.ErrUnavailable, err)
+	}
+	s.SetMaxStatement(n - 4096)
+	return n, nil
+}
+
+// SetMaxStatement sets the largest INSERT statement in bytes (at least
+// 16 KiB, at most 4 MiB).
+func (s *Store) SetMaxStatement(n int) {
+	s.maxStmt = max(16<<10, min(n, maxStatement))
+}
+
+// Statements returns how many INSERT statements the store has executed.
+func (s *Store) Statements() int64 { return s.statements.Load() }
+
+// Ping checks the database (for /readyz).
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+const insertHead = "INSERT IGNORE INTO audit_events (id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body) VALUES "
+
+// Insert implements auditlogger.Store. Records must have passed
+// auditlogger.Validate; a field that does not parse is stored as NULL.
+func (s *Store) Insert(ctx context.Context, records []wire.AuditRecord) (int, error) {
+	if len(records) == 0 {
+		return 0, nil
+	}
+	stmts := s.build(records)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("insert batch of %d: begin: %w: %w", len(records), auditlogger.ErrUnavailable, err)
+	}
+	inserted := int64(0)
+	for _, q := range stmts {
+		res, err := tx.ExecContext(ctx, q)
+		s.statements.Add(1)
+		if err != nil {
+			_ = tx.Rollback()
+			return 0, fmt.Errorf("insert batch of %d: %w: %w", len(records), auditlogger.ErrUnavailable, err)
+		}
+		n, _ := res.RowsAffected()
+		inserted += n
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("insert batch of %d: commit: %w: %w", len(records), auditlogger.ErrUnavailable, err)
+	}
+	return int(inserted), nil
+}
+
+// build renders records as INSERT statements, each under s.maxStmt bytes.
+func (s *Store) build(records []wire.AuditRecord) []string {
+	var stmts []string
+	buf := make([]byte, 0, min(s.maxStmt, len(insertHead)+len(records)*400))
+	buf = append(buf, insertHead...)
+	rows := 0
+	var row []byte
+	for i := range records {
+		row = appendRow(row[:0], &records[i])
+		if rows > 0 && len(buf)+1+len(row) > s.maxStmt {
+			stmts = append(stmts, string(buf))
+			buf = append(buf[:0], insertHead...)
+			rows = 0
+		}
+		if rows > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, row...)
+		rows++
+	}
+	return append(stmts, string(buf))
+}
+
+// appendRow renders one record as a parenthesised SQL value list. Binary
+// values are hex literals; strings are quoted, or hex when they hold a
+// backslash or control byte, so the text means the same whatever the
+// server's NO_BACKSLASH_ESCAPES setting.
+func appendRow(b []byte, r *wire.AuditRecord) []byte {
+	b = append(b, '(')
+	id, _ := auditlogger.ParseID(r.ID)
+	b = appendHex(b, id[:])
+	b = append(b, ",'"...)
+	b = r.Time.UTC().AppendFormat(b, "2006-01-02 15:04:05.000000")
+	b = append(b, "',"...)
+	b = appendString(b, r.ActorToken)
+	b = append(b, ',')
+	b = appendString(b, r.ActorApp)
+	b = append(b, ',')
+	b = appendString(b, r.Action)
+	b = append(b, ',')
+	b = appendString(b, r.Resource)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(r.Outcome), 10)
+	b = append(b, ',')
+	if ip, err := netip.ParseAddr(r.ClientIP); err == nil {
+		ip = ip.Unmap()
+		s := ip.AsSlice()
+		b = appendHex(b, s)
+	} else {
+		b = append(b, "NULL"...)
+	}
+	b = append(b, ',')
+	b = appendString(b, r.UserAgent)
+	b = append(b, ',')
+	b = appendString(b, r.RequestID)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(r.EventCount), 10)
+	b = append(b, ',')
+	if sum, err := hex.DecodeString(r.BodySHA256); err == nil && len(sum) == 32 {
+		b = appendHex(b, sum)
+	} else {
+		b = append(b, "NULL"...)
+	}
+	b = append(b, ',')
+	if r.Body != nil {
+		b = appendHex(b, r.Body)
+	} else {
+		b = append(b, "NULL"...)
+	}
+	return append(b, ')')
+}
+
+func appendHex(b, v []byte) []byte {
+	if len(v) == 0 {
+		return append(b, "''"...)
+	}
+	b = append(b, "X'"...)
+	b = hex.AppendEncode(b, v)
+	return append(b, '\'')
+}
+
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c < 0x20 {
+			return appendHex(b, []byte(s))
+		}
+	}
+	b = append(b, '\'')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			b = append(b, '\'')
+		}
+		b = append(b, s[i])
+	}
+	return append(b, '\'')
+}
+
+const selectCols = "SELECT id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body FROM audit_events"
+
+// Query implements auditlogger.Store: keyset pagination on (time, id).
+func (s *Store) Query(ctx context.Context, f auditlogger.Filter) (auditlogger.Page, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = auditlogger.DefaultLimit
+	}
+	if limit > auditlogger.MaxLimit {
+		return auditlogger.Page{}, &auditlogger.FieldError{Index: -1, Field: "limit", Reason: fmt.Sprintf("above %d", auditlogger.MaxLimit)}
+	}
+	var q strings.Builder
+	q.WriteString(selectCols)
+	args := make([]any, 0, 8)
+	sep := " WHERE "
+	where := func(cond string, a ...any) {
+		q.WriteString(sep)
+		sep = " AND "
+		q.WriteString(cond)
+		args = append(args, a...)
+	}
+	if !f.From.IsZero() {
+		where("time >= ?", f.From.UTC())
+	}
+	if !f.To.IsZero() {
+		where("time < ?", f.To.UTC())
+	}
+	if f.Actor != "" {
+		where("actor_token_id = ?", f.Actor)
+	}
+	if f.Action != "" {
+		where("action = ?", f.Action)
+	}
+	if f.AppID != "" {
+		where("actor_app_id = ?", f.AppID)
+	}
+	if f.After != nil {
+		t := f.After.Time.UTC()
+		where("(time > ? OR (time = ? AND id > ?))", t, t, f.After.ID[:])
+	}
+	q.WriteString(" ORDER BY time, id LIMIT ")
+	q.WriteString(strconv.Itoa(limit + 1))
+	rows, err := s.db.QueryContext(ctx, q.String(), args...)
+	if err != nil {
+		return auditlogger.Page{}, fmt.Errorf("query audit events: %w: %w", auditlogger.ErrUnavailable, err)
+	}
+	defer rows.Close()
+	page := auditlogger.Page{Records: make([]wire.AuditRecord, 0, min(limit, 64))}
+	var last auditlogger.Cursor
+	for rows.Next() {
+		if len(page.Records) == limit {
+			c := last
+			page.Next = &c
+			break
+		}
+		var (
+			r        wire.AuditRecord
+			id       []byte
+			ip, sum  []byte
+			body     []byte
+			outcome  int
+			evtCount int64
+		)
+		if err := rows.Scan(&id, &r.Time, &r.ActorToken, &r.ActorApp, &r.Action, &r.Resource, &outcome,
+			&ip, &r.UserAgent, &r.RequestID, &evtCount, &sum, &body); err != nil {
+			return auditlogger.Page{}, fmt.Errorf("scan audit event: %w", err)
+		}
+		if len(id) != 16 {
+			return auditlogger.Page{}, fmt.Errorf("scan audit event: id of %d bytes", len(id))
+		}
+		copy(last.ID[:], id)
+		last.Time = r.Time.UTC()
+		r.Time = last.Time
+		r.ID = auditlogger.FormatID(last.ID)
+		r.Outcome = outcome
+		r.EventCount = int(evtCount)
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			r.ClientIP = a.String()
+		}
+		if len(sum) > 0 {
+			r.BodySHA256 = hex.EncodeToString(sum)
+		}
+		if body != nil {
+			r.Body = body
+		}
+		page.Records = append(page.Records, r)
+	}
+	if err := rows.Err(); err != nil {
+		return auditlogger.Page{}, fmt.Errorf("query audit events: %w: %w", auditlogger.ErrUnavailable, err)
+	}
+	return page, nil
+}
+
+// IsPermission reports whether err is MariaDB refusing a command for lack of
+// privileges (the worker's user has INSERT and SELECT only).
+func IsPermission(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1142, 1143, 1044, 1045, 1227: // table/column access denied, db access denied, super needed
+		return true
+	}
+	return false
+}
