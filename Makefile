@@ -7,7 +7,7 @@ SHELL := /bin/bash
 STACK := scripts/stack.sh
 FUZZTIME ?= 30s
 
-.PHONY: help up down status test bench chaos fuzz clean migrate
+.PHONY: help up down status test test-s3 bench chaos fuzz clean migrate
 
 help: ## list targets
 	@echo "Threat View targets:"
@@ -31,6 +31,12 @@ test: ## make up, then scripts/test.sh if present, else go test -race in every m
 	if [ -x scripts/test.sh ]; then scripts/test.sh; \
 	elif [ -f scripts/test.sh ]; then bash scripts/test.sh; \
 	else $(STACK) gotest -race -count=1; fi
+
+test-s3: ## make up, start the local S3 server (scripts/s3.sh), run the archiver's S3 tests
+	$(STACK) up
+	bash scripts/s3.sh start
+	set -a; . .run/env; . .run/s3.env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; \
+	cd services/retention && go test -race -count=1 -tags s3 ./store/
 
 bench: ## load benchmark (scripts/bench.sh)
 	@if [ -f scripts/bench.sh ]; then set -a; . .run/env; set +a; bash scripts/bench.sh; \

@@ -670,6 +670,8 @@ cmd_down() {
   for row in "${SERVICES[@]}"; do IFS='|' read -r n pkg addr <<<"$row"; svcs+=("$n"); done
   # Services first (reverse order: collector before its dependencies), then infrastructure.
   for ((i = ${#svcs[@]} - 1; i >= 0; i--)); do stop_comp "${svcs[$i]}"; done
+  # The test S3 server (scripts/s3.sh), when it was started.
+  [ -f "$ROOT/scripts/s3.sh" ] && bash "$ROOT/scripts/s3.sh" stop >/dev/null 2>&1 || true
   stop_comp activemq
   stop_comp mariadb
   stop_comp postgres

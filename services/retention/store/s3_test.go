@@ -1,3 +1,5 @@
+//go:build s3
+
 package store
 
 import (
@@ -19,27 +21,29 @@ import (
 )
 
 // mustS3 returns an S3 store on a fresh prefix of a real S3-compatible
-// server. The test is opt-in: it runs only when ARCHIVE_TEST_S3_ENDPOINT is
-// set (also under make test), for example against SeaweedFS:
+// server. These tests are built only with the tag s3 (`make test-s3`), which
+// starts a local Versity S3 Gateway with scripts/s3.sh and runs them:
 //
-//	weed server -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -s3.port=18333 -dir=DIR
-//	ARCHIVE_TEST_S3_ENDPOINT=http://127.0.0.1:18333 go test ./store/
+//	bash scripts/s3.sh start && set -a && . .run/s3.env && set +a
+//	cd services/retention && go test -tags s3 ./store/
 //
-// ARCHIVE_TEST_S3_BUCKET (default threatview-test) is created if missing;
-// credentials come from the AWS variables, or dummy ones when unset.
+// Built with the tag, a missing ARCHIVE_TEST_S3_ENDPOINT is a failure, never
+// a skip. ARCHIVE_TEST_S3_BUCKET (default threatview-test) is created if
+// missing; credentials come from the AWS variables (.run/s3.env), or the
+// local server's fixed test keys when unset.
 func mustS3(t *testing.T) *S3 {
 	t.Helper()
 	endpoint := os.Getenv("ARCHIVE_TEST_S3_ENDPOINT")
 	if endpoint == "" {
-		t.Skip("ARCHIVE_TEST_S3_ENDPOINT is not set; start an S3-compatible server to run this test")
+		t.Fatal("ARCHIVE_TEST_S3_ENDPOINT is not set: run `bash scripts/s3.sh start` and source .run/s3.env (or use make test-s3)")
 	}
 	bucket := os.Getenv("ARCHIVE_TEST_S3_BUCKET")
 	if bucket == "" {
 		bucket = "threatview-test"
 	}
 	if os.Getenv("AWS_ACCESS_KEY_ID") == "" {
-		t.Setenv("AWS_ACCESS_KEY_ID", "test")
-		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+		t.Setenv("AWS_ACCESS_KEY_ID", "threatview-test")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "threatview-test-secret")
 	}
 	ctx := context.Background()
 	cfg := retention.TargetConfig{Target: "s3", S3Endpoint: endpoint, S3Region: "us-east-1", S3Bucket: bucket,
