@@ -77,8 +77,19 @@ func MustPostgres(tb testing.TB) string {
 			return
 		}
 		defer c.Close(context.Background())
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("drop database %s: %v", name, err)
+		// An autovacuum worker can hold the database for a moment, and the
+		// test role may not terminate it: retry for a while.
+		for {
+			_, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			if err == nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				tb.Errorf("drop database %s: %v", name, err)
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	})
 	return replaceURLPath(base, name)

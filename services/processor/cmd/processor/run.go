@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+	"threatview/platform/mq"
+	"threatview/processor"
+	"threatview/processor/consumer"
+	"threatview/processor/postgres"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// crashAfterCommitEnv is a test-only hook: when "1" the process exits right
+// after its first commit, before acking, so a test can prove a crash in that
+// window loses and doubles nothing. Never set it in a deployment.
+const crashAfterCommitEnv = "PROCESSOR_TEST_CRASH_AFTER_COMMIT"
+
+// run starts the ops HTTP server and, while this replica holds the leader
+// lock, the consumer, the aggregator and partition maintenance. It returns
+// when ctx ends (nil) or something fails for good.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	var cfg processor.Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "processor", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	store, err := postgres.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pub := mq.NewPublisher(cfg.Broker, log)
+	defer pub.Close()
+
+	reg := httpserver.NewRegistry()
+	metrics := processor.NewMetrics(reg)
+	leader := postgres.NewLeader(cfg.DatabaseURL, postgres.LockKey, cfg.LeaderPoll, log)
+	var sub atomic.Pointer[mq.Subscriber]
+	checks := map[string]httpserver.Check{
+		"postgres": store.Ping,
+		"leader":   leader.Ready,
+		"broker": func(ctx context.Context) error {
+			s := sub.Load()
+			if s == nil {
+				return errors.New("not subscribed")
+			}
+			return s.Ready(ctx)
+		},
+	}
+	r := chi.NewRouter()
+	r.Use(httpserver.Instrument(reg, "processor"))
+	httpserver.MountOps(r, reg, checks)
+	r.NotFound(httpserver.NotFound)
+	r.MethodNotAllowed(httpserver.MethodNotAllowed)
+
+	ccfg := consumer.Config{Queue: cfg.Queue, MaxEvents: cfg.BatchMaxEvents, MaxWait: cfg.BatchMaxWait}
+	if getenv(crashAfterCommitEnv) == "1" {
+		ccfg.AfterCommit = func() {
+			fmt.Fprintln(os.Stderr, "processor: "+crashAfterCommitEnv+" set, exiting after commit")
+			os.Exit(1)
+		}
+	}
+	cons := consumer.New(store, pub, ccfg, metrics, log)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	httpErr := make(chan error, 1)
+	go func() {
+		err := httpserver.Run(ctx, cfg.HTTP, processor.DefaultHTTPAddr, r, log, nil)
+		if err != nil {
+			cancel()
+		}
+		httpErr <- err
+	}()
+
+	err = leader.Run(ctx, func(lctx context.Context) error {
+		metrics.Leader.Set(1)
+		defer metrics.Leader.Set(0)
+		var wg sync.WaitGroup
+		wg.Go(func() { every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, log) }) })
+		wg.Go(func() { aggregate(lctx, store, cfg, metrics, log) })
+		defer wg.Wait()
+
+		// The subscription outlives lctx until the consumer has acked the
+		// batch in hand: acks travel on the subscription's connection.
+		subCtx, cancelSub := context.WithCancel(context.WithoutCancel(lctx))
+		s := mq.Subscribe(subCtx, cfg.Broker, cfg.Queue, cfg.Prefetch, log)
+		sub.Store(s)
+		err := cons.Run(lctx, s.C())
+		sub.Store(nil)
+		cancelSub()
+		<-s.Done()
+		return err
+	})
+	cancel()
+	if herr := <-httpErr; herr != nil && err == nil {
+		err = herr
+	}
+	log.Info("stopped")
+	return err
+}
+
+// every runs f now and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, log *slog.Logger) {
+	n, err := store.MaintainPartitions(ctx, ahead)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Error("partition maintenance failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		log.Info("partitions created", "count", n)
+	}
+}
+
+// aggregate folds pending facts every interval, and straight again while a
+// run fills its whole quota (catching up after a backlog).
+func aggregate(ctx context.Context, store processor.Aggregator, cfg processor.Config, m *processor.Metrics, log *slog.Logger) {
+	t := time.NewTicker(cfg.AggregateInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil {
+			actx, cancel := context.WithTimeout(ctx, time.Minute)
+			n, err := store.Aggregate(actx, cfg.AggregateMaxRows)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					m.AggregateRuns.WithLabelValues("error").Inc()
+					log.Error("aggregation failed", "err", err)
+				}
+				break
+			}
+			m.AggregateRuns.WithLabelValues("ok").Inc()
+			m.Aggregated.Add(float64(n))
+			if n < cfg.AggregateMaxRows {
+				break
+			}
+		}
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if lag, err := store.Lag(lctx); err == nil {
+			m.AggregationLag.Set(lag.Seconds())
+		}
+		cancel()
+	}
+}

@@ -1,0 +1,267 @@
+// Package consumer turns broker deliveries into batches: it decodes each
+// message, dead-letters those that can never be stored, writes the events
+// of a batch in one transaction (retrying database errors with backoff,
+// never dead-lettering them) and acks every message only after the commit.
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+	"unicode/utf8"
+
+	"threatview/platform/mq"
+	"threatview/platform/wire"
+	"threatview/processor"
+)
+
+// Publisher sends a message durably (mq.Publisher).
+type Publisher interface {
+	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
+}
+
+// Config tunes a Consumer.
+type Config struct {
+	Queue     string        // consumed destination; poison goes to wire.DeadLetter(Queue)
+	MaxEvents int           // a batch closes at this many events...
+	MaxWait   time.Duration // ...or this long after its first message
+	// AfterCommit, when set, runs after each commit and before the acks.
+	// Only tests use it (to crash the process in that window).
+	AfterCommit func()
+}
+
+// Consumer batches deliveries into the Store.
+type Consumer struct {
+	store   processor.Store
+	dlq     Publisher
+	cfg     Config
+	metrics *processor.Metrics
+	log     *slog.Logger
+}
+
+// New returns a Consumer writing to store and dead-lettering through dlq.
+func New(store processor.Store, dlq Publisher, cfg Config, m *processor.Metrics, log *slog.Logger) *Consumer {
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = 1
+	}
+	return &Consumer{store: store, dlq: dlq, cfg: cfg, metrics: m, log: log}
+}
+
+// batch is what one transaction handles.
+type batch struct {
+	deliveries []*mq.Delivery // the good messages, acked together after the commit
+	events     []wire.Event
+	poison     []poison
+}
+
+type poison struct {
+	d      *mq.Delivery
+	reason string
+}
+
+func (b *batch) reset() {
+	clear(b.deliveries)
+	b.deliveries = b.deliveries[:0]
+	clear(b.events)
+	b.events = b.events[:0]
+	clear(b.poison)
+	b.poison = b.poison[:0]
+}
+
+// Run consumes in until ctx ends or in is closed. On cancellation it
+// finishes the batch in hand (write, ack) before returning, so in must stay
+// connected until Run returns. It returns nil.
+func (c *Consumer) Run(ctx context.Context, in <-chan *mq.Delivery) error {
+	b := &batch{}
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		b.reset()
+		select {
+		case <-ctx.Done():
+			return nil
+		case d, ok := <-in:
+			if !ok {
+				return nil
+			}
+			c.add(b, d)
+		}
+		open := c.gather(ctx, in, b, timer)
+		c.handle(ctx, b)
+		if !open {
+			return nil
+		}
+	}
+}
+
+// gather adds deliveries to b until it holds MaxEvents events, MaxWait has
+// passed, ctx ends or in closes (then it returns false).
+func (c *Consumer) gather(ctx context.Context, in <-chan *mq.Delivery, b *batch, timer *time.Timer) bool {
+	if len(b.events) >= c.cfg.MaxEvents {
+		return true
+	}
+	if c.cfg.MaxWait <= 0 {
+		for {
+			select {
+			case d, ok := <-in:
+				if !ok {
+					return false
+				}
+				if c.add(b, d); len(b.events) >= c.cfg.MaxEvents {
+					return true
+				}
+			default:
+				return true
+			}
+		}
+	}
+	timer.Reset(c.cfg.MaxWait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-timer.C:
+			return true
+		case d, ok := <-in:
+			if !ok {
+				return false
+			}
+			if c.add(b, d); len(b.events) >= c.cfg.MaxEvents {
+				return true
+			}
+		}
+	}
+}
+
+// add decodes d into b: its events, or a poison entry.
+func (c *Consumer) add(b *batch, d *mq.Delivery) {
+	eb, err := wire.DecodeEventBatch(d.Body)
+	if err == nil {
+		now := time.Now()
+		for i := range eb.Events {
+			if err = processor.CheckStorable(&eb.Events[i], now); err != nil {
+				err = fmt.Errorf("event %d: %w", i, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		b.poison = append(b.poison, poison{d: d, reason: truncate(err.Error(), maxReason)})
+		return
+	}
+	b.deliveries = append(b.deliveries, d)
+	b.events = append(b.events, eb.Events...)
+}
+
+// handle dead-letters (and acks) the poison, writes the events and acks
+// their messages. If ctx ends before that is done nothing more is acked:
+// the broker redelivers, and the store skips what was already written.
+func (c *Consumer) handle(ctx context.Context, b *batch) {
+	start := time.Now()
+	for _, p := range b.poison {
+		if !c.deadLetter(ctx, p) {
+			return
+		}
+	}
+	if len(b.events) > 0 {
+		res, ok := c.write(ctx, b.events)
+		if !ok {
+			return
+		}
+		c.metrics.EventsStored.Add(float64(res.Stored))
+		c.metrics.Duplicates.Add(float64(res.Duplicates))
+		c.metrics.BatchEvents.Observe(float64(len(b.events)))
+		if c.cfg.AfterCommit != nil {
+			c.cfg.AfterCommit()
+		}
+	}
+	acked := 0
+	for _, d := range b.deliveries {
+		if err := d.Ack(); err != nil {
+			c.metrics.AckErrors.Inc()
+			continue
+		}
+		acked++
+	}
+	if acked < len(b.deliveries) {
+		// The broker redelivers them; the store skips the duplicates.
+		c.log.Warn("ack failed after commit", "messages", len(b.deliveries), "acked", acked)
+	}
+	c.metrics.BatchSeconds.Observe(time.Since(start).Seconds())
+}
+
+// write retries the batch with backoff until it commits or ctx ends. The
+// attempt in hand runs to completion even if ctx ends meanwhile.
+func (c *Consumer) write(ctx context.Context, events []wire.Event) (processor.WriteResult, bool) {
+	backoff := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		res, err := c.store.WriteBatch(wctx, events)
+		cancel()
+		if err == nil {
+			return res, true
+		}
+		c.metrics.WriteErrors.Inc()
+		c.log.Warn("batch write failed, retrying", "events", len(events), "err", err, "backoff", backoff.String())
+		if !sleep(ctx, backoff) {
+			return res, false
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// deadLetter sends p to the dead-letter queue, retrying until the broker
+// takes it or ctx ends (then it reports false and nothing is acked).
+func (c *Consumer) deadLetter(ctx context.Context, p poison) bool {
+	dest := wire.DeadLetter(c.cfg.Queue)
+	headers := map[string]string{wire.HeaderDeadLetterReason: p.reason}
+	backoff := 100 * time.Millisecond
+	for {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := c.dlq.Send(sctx, dest, p.d.Body, headers)
+		cancel()
+		if err == nil {
+			c.metrics.DeadLettered.Inc()
+			c.log.Warn("message dead-lettered", "destination", dest, "reason", p.reason)
+			if err := p.d.Ack(); err != nil {
+				// Redelivered and dead-lettered again: a duplicate in the DLQ, nothing lost.
+				c.metrics.AckErrors.Inc()
+				c.log.Warn("ack of dead-lettered message failed", "err", err)
+			}
+			return true
+		}
+		c.log.Warn("dead-letter send failed, retrying", "destination", dest, "err", err, "backoff", backoff.String())
+		if !sleep(ctx, backoff) {
+			return false
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+// maxReason bounds the dead-letter reason header: the error may quote the
+// message, and a header is no place for kilobytes.
+const maxReason = 512
+
+// truncate cuts s to at most n bytes on a UTF-8 boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

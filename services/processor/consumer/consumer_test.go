@@ -1,0 +1,249 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"threatview/platform/mq"
+	"threatview/platform/testenv"
+	"threatview/platform/wire"
+	"threatview/processor"
+	"threatview/processor/consumer"
+	"threatview/processor/internal/pgtest"
+	"threatview/processor/postgres"
+)
+
+// harness is a consumer on a fresh queue and a fresh events DB.
+type harness struct {
+	queue   string
+	broker  mq.Config
+	pub     *mq.Publisher
+	store   *postgres.Store
+	pool    *pgxpool.Pool
+	metrics *processor.Metrics
+	log     *slog.Logger
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	url, pool := pgtest.MustEventsDB(t)
+	store, err := postgres.Open(context.Background(), url, 4)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(store.Close)
+	h := &harness{
+		queue:   testenv.Queue("events"),
+		broker:  testenv.MustBroker(t),
+		store:   store,
+		pool:    pool,
+		metrics: processor.NewMetrics(prometheus.NewRegistry()),
+		log:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	h.pub = mq.NewPublisher(h.broker, h.log)
+	t.Cleanup(func() { h.pub.Close() })
+	return h
+}
+
+// start runs the consumer until the test ends.
+func (h *harness) start(t *testing.T, maxEvents int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	subCtx, cancelSub := context.WithCancel(context.Background())
+	sub := mq.Subscribe(subCtx, h.broker, h.queue, 500, h.log)
+	c := consumer.New(h.store, h.pub, consumer.Config{Queue: h.queue, MaxEvents: maxEvents, MaxWait: 5 * time.Millisecond}, h.metrics, h.log)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, sub.C()) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		cancelSub()
+		<-sub.Done()
+	})
+}
+
+func (h *harness) send(t *testing.T, body []byte) {
+	t.Helper()
+	if err := h.pub.Send(context.Background(), h.queue, body, nil); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// handled is how many events the consumer has finished with.
+func (h *harness) handled() int {
+	return int(testutil.ToFloat64(h.metrics.EventsStored) + testutil.ToFloat64(h.metrics.Duplicates))
+}
+
+func (h *harness) count(t *testing.T, q string, args ...any) int {
+	t.Helper()
+	return pgtest.Count(t, h.pool, q, args...)
+}
+
+func TestConsumer_SameMessageTwice(t *testing.T) {
+	h := newHarness(t)
+	h.start(t, 100)
+	r := rand.New(rand.NewPCG(1, 1))
+	now := time.Now().UTC()
+	body := pgtest.Body(t, pgtest.Event(r, now, 0), pgtest.Event(r, now, 0), pgtest.Event(r, now, 0))
+	h.send(t, body)
+	h.send(t, body)
+	waitFor(t, "both messages", func() bool { return h.handled() == 6 })
+	if got := h.count(t, "SELECT count(*) FROM events.events"); got != 3 {
+		t.Fatalf("events stored = %d, want 3", got)
+	}
+	if got := h.count(t, "SELECT count(*) FROM facts.facts_to_process"); got != 3 {
+		t.Fatalf("facts to process = %d, want 3", got)
+	}
+	if got := testutil.ToFloat64(h.metrics.Duplicates); got != 3 {
+		t.Fatalf("duplicates metric = %v, want 3", got)
+	}
+}
+
+func TestConsumer_SameEventIDTwice(t *testing.T) {
+	h := newHarness(t)
+	h.start(t, 100)
+	r := rand.New(rand.NewPCG(2, 2))
+	now := time.Now().UTC()
+	first := pgtest.Event(r, now, time.Minute)
+	again := first
+	again.ReceivedAt = now.Add(time.Second) // the collector's clock at the re-send
+	again.RequestID = pgtest.UUID(r)
+	h.send(t, pgtest.Body(t, first))
+	waitFor(t, "the first message", func() bool { return h.handled() == 1 })
+	h.send(t, pgtest.Body(t, again, pgtest.Event(r, now, 0)))
+	waitFor(t, "the second message", func() bool { return h.handled() == 3 })
+	if got := h.count(t, "SELECT count(*) FROM events.events WHERE id = $1", first.ID); got != 1 {
+		t.Fatalf("rows for re-sent id = %d, want 1", got)
+	}
+	if got := h.count(t, "SELECT count(*) FROM facts.facts"); got != 2 {
+		t.Fatalf("facts = %d, want 2", got)
+	}
+}
+
+func TestConsumer_PoisonToDeadLetter(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
+	h.start(t, 100)
+	r := rand.New(rand.NewPCG(3, 3))
+	nul := pgtest.Event(r, time.Now(), 0)
+	nul.Device.Model = "bad\x00model"
+	poisons := []struct {
+		body   []byte
+		reason string
+	}{
+		{[]byte(`{"v":1,"events":[{"id":`), "decode"},
+		{[]byte(`{"v":99,"events":[]}`), "version"},
+		{pgtest.Body(t, nul), "NUL"},
+	}
+	for _, p := range poisons {
+		h.send(t, p.body)
+	}
+	good := pgtest.Event(r, time.Now().UTC(), 0)
+	h.send(t, pgtest.Body(t, good))
+	waitFor(t, "the good message", func() bool {
+		return h.count(t, "SELECT count(*) FROM events.events WHERE id = $1", good.ID) == 1
+	})
+	for i, p := range poisons {
+		select {
+		case d := <-dlq.C():
+			if string(d.Body) != string(p.body) {
+				t.Errorf("dead letter %d body = %q, want %q", i, d.Body, p.body)
+			}
+			if reason := d.Header(wire.HeaderDeadLetterReason); !strings.Contains(reason, p.reason) {
+				t.Errorf("dead letter %d reason = %q, want it to mention %q", i, reason, p.reason)
+			}
+			if err := d.Ack(); err != nil {
+				t.Errorf("ack dead letter: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("dead letter %d never arrived", i)
+		}
+	}
+	if got := testutil.ToFloat64(h.metrics.DeadLettered); got != 3 {
+		t.Fatalf("dead-lettered metric = %v, want 3", got)
+	}
+	if got := h.count(t, "SELECT count(*) FROM events.events"); got != 1 {
+		t.Fatalf("events stored = %d, want only the good one", got)
+	}
+}
+
+// TestConsumer_RandomEventsRollupsExact sends thousands of random events,
+// some messages twice and some ids again in later messages, with events up
+// to days late, and checks every rollup against count(*) over the events.
+func TestConsumer_RandomEventsRollupsExact(t *testing.T) {
+	h := newHarness(t)
+	h.start(t, 400)
+	r := rand.New(rand.NewPCG(4, 4))
+	now := time.Now().UTC()
+	unique := map[string]bool{}
+	var sent []wire.Event
+	messages, events := 0, 0
+	for i := 0; i < 150; i++ {
+		received := now.Add(-time.Duration(r.Int64N(int64(3 * time.Hour))))
+		batch := make([]wire.Event, r.IntN(40)+1)
+		for j := range batch {
+			spread := time.Duration(r.Int64N(int64(30 * time.Hour)))
+			if r.IntN(10) == 0 {
+				spread = time.Duration(r.Int64N(int64(45 * 24 * time.Hour)))
+			}
+			batch[j] = pgtest.Event(r, received, spread)
+			if len(sent) > 0 && r.IntN(10) == 0 {
+				batch[j] = sent[r.IntN(len(sent))]
+				batch[j].ReceivedAt = received
+			}
+			unique[batch[j].ID] = true
+		}
+		sent = append(sent, batch...)
+		body := pgtest.Body(t, batch...)
+		copies := 1
+		if r.IntN(6) == 0 {
+			copies = 2
+		}
+		for range copies {
+			h.send(t, body)
+			messages++
+			events += len(batch)
+		}
+	}
+	waitFor(t, fmt.Sprintf("%d messages", messages), func() bool { return h.handled() == events })
+	for {
+		n, err := h.store.Aggregate(context.Background(), 1000)
+		if err != nil {
+			t.Fatalf("Aggregate: %v", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	t.Logf("%d messages, %d events, %d unique", messages, events, len(unique))
+	if got := h.count(t, "SELECT count(*) FROM events.events"); got != len(unique) {
+		t.Fatalf("events stored = %d, want %d", got, len(unique))
+	}
+	pgtest.AssertRollupsExact(t, h.pool, len(unique))
+}

@@ -1,0 +1,356 @@
+// Package postgres is the processor's adapter to the events DB: it writes
+// batches of events exactly once, folds facts into the rollups, keeps the
+// monthly partitions ahead, and holds the leader lock.
+//
+// How far "exactly once" holds. The unique key of events.events is
+// (id, received_at), because a unique key of a partitioned table must
+// include the partition key. So a redelivered message (same received_at) is
+// always a conflict, whatever its age. A client re-send of the same event_id
+// gets a new received_at from the collector; it is skipped when a row with
+// that id exists with received_at at or after the first instant of the
+// calendar month (UTC) before the month of the earliest event of the batch.
+// In other words a re-send is stored once when the first copy was received
+// in the same or the previous UTC month: at least 28 days apart, up to about
+// 62. Older first copies are not looked at (their partition may be archived
+// and dropped) and the re-send would be stored again.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"threatview/platform/wire"
+	"threatview/processor"
+)
+
+// Store is the events DB. It is safe for concurrent use, but the processor
+// writes from one goroutine (one leader, one writer): device_models_dim is
+// filled on the assumption of a single writer (a concurrent writer only
+// makes a batch fail and be retried, never miscount).
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// batchTable is the session's temporary table COPY fills; ON COMMIT DELETE
+// ROWS empties it at the end of every transaction that used it, and a
+// rollback discards what was copied.
+const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch_events (
+	id uuid, received_at timestamptz, occurred_at timestamptz, type text, app_id text,
+	app_version text, device_id text, device_model text, manufacturer text, os text,
+	os_version text, country char(2), client_ip inet, token_id text, request_id text,
+	payload jsonb
+) ON COMMIT DELETE ROWS`
+
+var batchColumns = []string{"id", "received_at", "occurred_at", "type", "app_id",
+	"app_version", "device_id", "device_model", "manufacturer", "os",
+	"os_version", "country", "client_ip", "token_id", "request_id", "payload"}
+
+// connectTimeout bounds a connection attempt when the URL sets none.
+const connectTimeout = 5 * time.Second
+
+// Open connects a pool of at most maxConns connections to the events DB at
+// url and checks it answers.
+func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse EVENTS_DATABASE_URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		// The ack that follows a commit promises the events survive a
+		// database crash, whatever the server's or role's default says.
+		_, err := c.Exec(ctx, "SET synchronous_commit = on; "+batchTable)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open events DB: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks the database answers (for /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping events DB: %w: %w", processor.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// insertSQL moves the copied batch into events.events and, for the rows
+// actually inserted, writes the facts, the aggregator's work items and any
+// new device model, all in one statement. $1 is the earliest received_at the
+// duplicate check looks at (see the package comment).
+//
+// A model missing from device_models_dim after the upsert (only possible
+// with a concurrent writer) leaves device_model_id NULL, which the NOT NULL
+// constraint turns into an error and a retry rather than a lost fact.
+const insertSQL = `
+WITH src AS (
+	SELECT DISTINCT ON (id) * FROM batch_events ORDER BY id, received_at
+), ins AS (
+	INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
+		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload)
+	SELECT s.id, s.received_at, s.occurred_at, s.type, s.app_id, s.app_version, s.device_id,
+		s.device_model, s.manufacturer, s.os, s.os_version, s.country, s.client_ip, s.token_id,
+		s.request_id, s.payload
+	FROM src s
+	-- OFFSET 0 keeps this a per-row probe of each partition's primary key:
+	-- without it the planner may pull it up into an anti join that reads
+	-- whole partitions (the temporary table has no statistics).
+	WHERE NOT EXISTS (SELECT 1 FROM events.events e WHERE e.id = s.id AND e.received_at >= $1 OFFSET 0)
+	ON CONFLICT DO NOTHING
+	RETURNING id, received_at, occurred_at, app_id, country, manufacturer, device_model, os
+), models AS (
+	SELECT DISTINCT manufacturer, device_model AS model FROM ins
+), new_models AS (
+	INSERT INTO facts.device_models_dim (manufacturer, model)
+	SELECT m.manufacturer, m.model FROM models m
+	WHERE NOT EXISTS (SELECT 1 FROM facts.device_models_dim d
+		WHERE d.manufacturer = m.manufacturer AND d.model = m.model)
+	ON CONFLICT (manufacturer, model) DO NOTHING
+	RETURNING id, manufacturer, model
+), dims AS (
+	SELECT id, manufacturer, model FROM new_models
+	UNION ALL
+	SELECT d.id, d.manufacturer, d.model FROM facts.device_models_dim d
+	JOIN models m ON d.manufacturer = m.manufacturer AND d.model = m.model
+), fact_rows AS (
+	INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os)
+	SELECT i.id, i.received_at, i.occurred_at, i.app_id, i.country, d.id, i.os
+	FROM ins i LEFT JOIN dims d ON d.manufacturer = i.manufacturer AND d.model = i.device_model
+	RETURNING occurred_at, country, device_model_id, os
+), queued AS (
+	INSERT INTO facts.facts_to_process (occurred_at, country, device_model_id, os)
+	SELECT occurred_at, country, device_model_id, os FROM fact_rows
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM queued)`
+
+// WriteBatch stores events in one transaction: COPY into the session's
+// temporary table, then insertSQL. Events already stored (see the package
+// comment) and repeats within the batch are skipped and counted as
+// duplicates. A missing partition (received_at in a month not created yet)
+// is created and the batch retried once. Errors wrap ErrUnavailable.
+func (s *Store) WriteBatch(ctx context.Context, events []wire.Event) (processor.WriteResult, error) {
+	if len(events) == 0 {
+		return processor.WriteResult{}, nil
+	}
+	lo, hi := receivedRange(events)
+	n, err := s.write(ctx, events, prevMonth(lo))
+	if isNoPartition(err) {
+		if perr := s.ensurePartitions(ctx, lo, hi); perr != nil {
+			return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnavailable, perr)
+		}
+		n, err = s.write(ctx, events, prevMonth(lo))
+	}
+	if err != nil {
+		return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnavailable, err)
+	}
+	return processor.WriteResult{Stored: n, Duplicates: len(events) - n}, nil
+}
+
+func (s *Store) write(ctx context.Context, events []wire.Event, since time.Time) (int, error) {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_events"}, batchColumns, newRows(events)); err != nil {
+		return 0, fmt.Errorf("copy: %w", err)
+	}
+	var n int
+	if err := tx.QueryRow(ctx, insertSQL, since).Scan(&n); err != nil {
+		return 0, fmt.Errorf("insert: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
+}
+
+func receivedRange(events []wire.Event) (lo, hi time.Time) {
+	lo, hi = events[0].ReceivedAt, events[0].ReceivedAt
+	for i := 1; i < len(events); i++ {
+		t := events[i].ReceivedAt
+		if t.Before(lo) {
+			lo = t
+		}
+		if t.After(hi) {
+			hi = t
+		}
+	}
+	return lo, hi
+}
+
+// prevMonth returns the first instant (UTC) of the month before t's month.
+func prevMonth(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month()-1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+func isNoPartition(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.Message, "no partition")
+}
+
+func (s *Store) ensurePartitions(ctx context.Context, lo, hi time.Time) error {
+	lo, hi = lo.UTC(), hi.UTC()
+	months := (hi.Year()-lo.Year())*12 + int(hi.Month()-lo.Month())
+	if months > 24 {
+		// The consumer keeps received_at within about a year of now
+		// (processor.CheckStorable); anything wider is a bug, not a backlog.
+		return fmt.Errorf("refusing to create %d monthly partitions for %s..%s", months+1, lo.Format("2006-01"), hi.Format("2006-01"))
+	}
+	_, err := s.pool.Exec(ctx, `SELECT events.ensure_monthly_partitions('events.events', $1, $2),
+		events.ensure_monthly_partitions('facts.facts', $1, $2)`, lo, months)
+	if err != nil {
+		return fmt.Errorf("create partitions %s..%s: %w", lo.Format("2006-01"), hi.Format("2006-01"), err)
+	}
+	return nil
+}
+
+// MaintainPartitions creates the partitions of the current month and ahead
+// months after it; it returns how many it created.
+func (s *Store) MaintainPartitions(ctx context.Context, ahead int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT events.maintain_partitions($1)", ahead).Scan(&n); err != nil {
+		return 0, fmt.Errorf("maintain partitions: %w: %w", processor.ErrUnavailable, err)
+	}
+	return n, nil
+}
+
+// rows feeds a batch to COPY without building a [][]any: pgx encodes each
+// row before asking for the next, so one row slice and one payload buffer
+// are reused.
+type rows struct {
+	events  []wire.Event
+	i       int
+	row     [16]any
+	payload []byte
+	err     error
+}
+
+func newRows(events []wire.Event) *rows { return &rows{events: events, i: -1} }
+
+func (r *rows) Next() bool {
+	r.i++
+	return r.i < len(r.events)
+}
+
+func (r *rows) Err() error { return r.err }
+
+func (r *rows) Values() ([]any, error) {
+	e := &r.events[r.i]
+	id, ok := parseUUID(e.ID)
+	if !ok {
+		return nil, fmt.Errorf("event %d: id %q is not a UUID", r.i, e.ID)
+	}
+	var ip any
+	if a, err := netip.ParseAddr(e.ClientIP); err == nil {
+		ip = a
+	}
+	var payload any
+	if p := appendPayload(r.payload[:0], e); p != nil {
+		r.payload = p
+		payload = p
+	}
+	r.row = [16]any{id, e.ReceivedAt, e.OccurredAt, e.Type, e.App.ID,
+		e.App.Version, e.Device.ID, e.Device.Model, e.Device.Manufacturer, e.Device.OS,
+		e.Device.OSVersion, e.Country, ip, e.TokenID, e.RequestID, payload}
+	return r.row[:], nil
+}
+
+// appendPayload appends the jsonb payload of e (threats, attributes, sent_at,
+// original_occurred_at when present) to buf, or returns nil when e has none.
+func appendPayload(buf []byte, e *wire.Event) []byte {
+	sep := byte('{')
+	field := func(name string) {
+		buf = append(buf, sep, '"')
+		buf = append(buf, name...)
+		buf = append(buf, '"', ':')
+		sep = ','
+	}
+	if len(e.Threats) > 0 && string(e.Threats) != "null" {
+		field("threats")
+		buf = append(buf, e.Threats...)
+	}
+	if len(e.Attributes) > 0 && string(e.Attributes) != "null" {
+		field("attributes")
+		buf = append(buf, e.Attributes...)
+	}
+	if e.SentAt != nil {
+		field("sent_at")
+		buf = append(buf, '"')
+		buf = e.SentAt.UTC().AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, '"')
+	}
+	if e.OriginalOccurredAt != nil {
+		field("original_occurred_at")
+		buf = append(buf, '"')
+		buf = e.OriginalOccurredAt.UTC().AppendFormat(buf, time.RFC3339Nano)
+		buf = append(buf, '"')
+	}
+	if sep == '{' {
+		return nil
+	}
+	return append(buf, '}')
+}
+
+// parseUUID parses the canonical 8-4-4-4-12 form (already checked by
+// wire.DecodeEventBatch).
+func parseUUID(s string) (pgtype.UUID, bool) {
+	var u pgtype.UUID
+	if len(s) != 36 {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return u, false
+			}
+			i++
+			continue
+		}
+		h, ok1 := unhex(s[i])
+		l, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return u, false
+		}
+		u.Bytes[j] = h<<4 | l
+		j++
+		i += 2
+	}
+	u.Valid = true
+	return u, true
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}

@@ -1,0 +1,113 @@
+// Package processor stores the events the collector publishes: it consumes
+// wire.EventBatch messages, writes each batch of events exactly once into the
+// monthly-partitioned events table together with their facts in one
+// transaction, acks the messages only after the commit, and folds the facts
+// into hourly, daily and monthly rollups.
+//
+// Subpackages: postgres (the Store, the Aggregator and the leader lock),
+// consumer (batching deliveries, dead-lettering, retrying), and
+// cmd/processor (wiring).
+package processor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"threatview/platform/httpserver"
+	"threatview/platform/mq"
+	"threatview/platform/wire"
+)
+
+// Config is the processor's configuration, read from the environment.
+type Config struct {
+	// DatabaseURL is the events DB as a postgres:// URL.
+	DatabaseURL string `env:"EVENTS_DATABASE_URL,required" secret:"true"`
+	// DBMaxConns bounds the pool (writer, aggregator, readiness, partitions).
+	DBMaxConns int32 `env:"PROCESSOR_DB_MAX_CONNS" envDefault:"4"`
+
+	Broker mq.Config
+	// Queue is the destination consumed; its dead-letter queue is wire.DeadLetter(Queue).
+	Queue string `env:"PROCESSOR_QUEUE" envDefault:"/queue/threatview.events"`
+	// Prefetch is how many unacknowledged messages the broker sends ahead.
+	Prefetch int `env:"PROCESSOR_PREFETCH" envDefault:"2000"`
+	// BatchMaxEvents closes a batch once it holds this many events.
+	BatchMaxEvents int `env:"PROCESSOR_BATCH_MAX_EVENTS" envDefault:"2000"`
+	// BatchMaxWait closes a batch this long after its first message arrived.
+	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"5ms"`
+
+	// AggregateInterval is the pause between aggregation runs.
+	AggregateInterval time.Duration `env:"PROCESSOR_AGGREGATE_INTERVAL" envDefault:"1s"`
+	// AggregateMaxRows bounds the facts one aggregation transaction claims.
+	AggregateMaxRows int `env:"PROCESSOR_AGGREGATE_MAX_ROWS" envDefault:"50000"`
+	// PartitionsAhead is how many months after the current one have partitions.
+	PartitionsAhead int `env:"PROCESSOR_PARTITIONS_AHEAD" envDefault:"3"`
+	// LeaderPoll is how often a standby tries the leader lock and the leader
+	// checks the connection holding it.
+	LeaderPoll time.Duration `env:"PROCESSOR_LEADER_POLL" envDefault:"1s"`
+
+	// HTTP serves the ops endpoints only (default :8082).
+	HTTP     httpserver.Config
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+// DefaultHTTPAddr is where the ops endpoints listen when HTTP_ADDR is blank.
+const DefaultHTTPAddr = ":8082"
+
+// Validate checks the values parsing cannot.
+func (c *Config) Validate() error {
+	switch {
+	case c.DBMaxConns < 2:
+		return fmt.Errorf("PROCESSOR_DB_MAX_CONNS must be at least 2, got %d", c.DBMaxConns)
+	case c.Queue == "":
+		return errors.New("PROCESSOR_QUEUE must not be empty")
+	case c.Prefetch <= 0:
+		return fmt.Errorf("PROCESSOR_PREFETCH must be positive, got %d", c.Prefetch)
+	case c.BatchMaxEvents <= 0:
+		return fmt.Errorf("PROCESSOR_BATCH_MAX_EVENTS must be positive, got %d", c.BatchMaxEvents)
+	case c.BatchMaxWait < 0:
+		return fmt.Errorf("PROCESSOR_BATCH_MAX_WAIT must not be negative, got %s", c.BatchMaxWait)
+	case c.AggregateInterval <= 0:
+		return fmt.Errorf("PROCESSOR_AGGREGATE_INTERVAL must be positive, got %s", c.AggregateInterval)
+	case c.AggregateMaxRows <= 0:
+		return fmt.Errorf("PROCESSOR_AGGREGATE_MAX_ROWS must be positive, got %d", c.AggregateMaxRows)
+	case c.PartitionsAhead < 0:
+		return fmt.Errorf("PROCESSOR_PARTITIONS_AHEAD must not be negative, got %d", c.PartitionsAhead)
+	case c.LeaderPoll <= 0:
+		return fmt.Errorf("PROCESSOR_LEADER_POLL must be positive, got %s", c.LeaderPoll)
+	}
+	return nil
+}
+
+// ErrUnavailable wraps every database failure: transient by definition, so
+// a batch that meets it is retried, never dead-lettered.
+var ErrUnavailable = errors.New("events database unavailable")
+
+// ErrUnstorable means an event can never be stored (for example a NUL
+// character, which Postgres text and jsonb reject). Its message is
+// dead-lettered.
+var ErrUnstorable = errors.New("event cannot be stored")
+
+// WriteResult tells what one WriteBatch did.
+type WriteResult struct {
+	Stored     int // events inserted now
+	Duplicates int // events skipped: repeated in the batch or already stored
+}
+
+// Store writes batches of events.
+type Store interface {
+	// WriteBatch stores events and their facts in one transaction, skipping
+	// events already stored (see the postgres package for how far back).
+	// When it returns nil the batch is durable. Errors wrap ErrUnavailable.
+	WriteBatch(ctx context.Context, events []wire.Event) (WriteResult, error)
+}
+
+// Aggregator folds pending facts into the rollups.
+type Aggregator interface {
+	// Aggregate folds at most limit pending facts into the rollups in one
+	// transaction and returns how many it folded. Errors wrap ErrUnavailable.
+	Aggregate(ctx context.Context, limit int) (int, error)
+	// Lag returns the age of the oldest pending fact, 0 when none is pending.
+	Lag(ctx context.Context) (time.Duration, error)
+}
