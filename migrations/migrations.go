@@ -112,6 +112,7 @@ func EnsureAuditPartitions(ctx context.Context, db *sql.DB, now time.Time, ahead
 		hi := lo.AddDate(0, 1, 0)
 		stmt := fmt.Sprintf("ALTER TABLE audit_events REORGANIZE PARTITION pmax INTO (PARTITION %s VALUES LESS THAN ('%s'), PARTITION pmax VALUES LESS THAN (MAXVALUE))",
 			name, hi.Format("2006-01-02"))
+		// sql: DDL; the partition name is digits from AuditPartitionName and the bound a formatted date.
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return created, fmt.Errorf("create audit partition %s: %w", name, err)
 		}

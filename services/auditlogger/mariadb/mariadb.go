@@ -93,7 +93,20 @@ func (s *Store) Statements() int64 { return s.statements.Load() }
 // Ping checks the database (for /readyz).
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
-const insertHead = "INSERT IGNORE INTO audit_events (id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body) VALUES "
+const (
+	insertHead = "INSERT IGNORE INTO audit_events (id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body) VALUES "
+	insertRow  = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	insertCols = 13
+	// maxRowsPerStatement keeps a statement under MariaDB's 65,535
+	// placeholders.
+	maxRowsPerStatement = 65535 / insertCols
+)
+
+// statement is one multi-row INSERT and its arguments.
+type statement struct {
+	sql  string
+	args []any
+}
 
 // Insert implements auditlogger.Store. Records must have passed
 // auditlogger.Validate; a field that does not parse is stored as NULL.
@@ -107,8 +120,9 @@ func (s *Store) Insert(ctx context.Context, records []wire.AuditRecord) (int, er
 		return 0, fmt.Errorf("insert batch of %d: begin: %w: %w", len(records), auditlogger.ErrUnavailable, err)
 	}
 	inserted := int64(0)
-	for _, q := range stmts {
-		res, err := tx.ExecContext(ctx, q)
+	for _, st := range stmts {
+		// sql: a constant head and "(?,...)" rows; every value is an argument.
+		res, err := tx.ExecContext(ctx, st.sql, st.args...)
 		s.statements.Add(1)
 		if err != nil {
 			_ = tx.Rollback()
@@ -123,101 +137,70 @@ func (s *Store) Insert(ctx context.Context, records []wire.AuditRecord) (int, er
 	return int(inserted), nil
 }
 
-// build renders records as INSERT statements, each under s.maxStmt bytes.
-func (s *Store) build(records []wire.AuditRecord) []string {
-	var stmts []string
-	buf := make([]byte, 0, min(s.maxStmt, len(insertHead)+len(records)*400))
-	buf = append(buf, insertHead...)
-	rows := 0
-	var row []byte
+// build groups records into multi-row INSERTs, each under s.maxStmt bytes
+// (estimated from the values' sizes, as the driver sends them) and under the
+// placeholder limit.
+func (s *Store) build(records []wire.AuditRecord) []statement {
+	var stmts []statement
+	var sqlText strings.Builder
+	var args []any
+	size, rows := 0, 0
+	flush := func() {
+		stmts = append(stmts, statement{sql: sqlText.String(), args: args})
+		sqlText.Reset()
+		args = nil
+		size, rows = 0, 0
+	}
 	for i := range records {
-		row = appendRow(row[:0], &records[i])
-		if rows > 0 && len(buf)+1+len(row) > s.maxStmt {
-			stmts = append(stmts, string(buf))
-			buf = append(buf[:0], insertHead...)
-			rows = 0
+		row := rowArgs(&records[i])
+		rowSize := len(insertRow) + 1
+		for _, a := range row {
+			rowSize += argSize(a)
 		}
-		if rows > 0 {
-			buf = append(buf, ',')
+		if rows > 0 && (len(insertHead)+size+rowSize > s.maxStmt || rows >= maxRowsPerStatement) {
+			flush()
 		}
-		buf = append(buf, row...)
+		if rows == 0 {
+			sqlText.WriteString(insertHead)
+		} else {
+			sqlText.WriteByte(',')
+		}
+		sqlText.WriteString(insertRow)
+		args = append(args, row...)
+		size += rowSize
 		rows++
 	}
-	return append(stmts, string(buf))
+	flush()
+	return stmts
 }
 
-// appendRow renders one record as a parenthesised SQL value list. Binary
-// values are hex literals; strings are quoted, or hex when they hold a
-// backslash or control byte, so the text means the same whatever the
-// server's NO_BACKSLASH_ESCAPES setting.
-func appendRow(b []byte, r *wire.AuditRecord) []byte {
-	b = append(b, '(')
+// rowArgs returns one record's column values in insertHead's order.
+func rowArgs(r *wire.AuditRecord) []any {
 	id, _ := auditlogger.ParseID(r.ID)
-	b = appendHex(b, id[:])
-	b = append(b, ",'"...)
-	b = r.Time.UTC().AppendFormat(b, "2006-01-02 15:04:05.000000")
-	b = append(b, "',"...)
-	b = appendString(b, r.ActorToken)
-	b = append(b, ',')
-	b = appendString(b, r.ActorApp)
-	b = append(b, ',')
-	b = appendString(b, r.Action)
-	b = append(b, ',')
-	b = appendString(b, r.Resource)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(r.Outcome), 10)
-	b = append(b, ',')
-	if ip, err := netip.ParseAddr(r.ClientIP); err == nil {
-		ip = ip.Unmap()
-		s := ip.AsSlice()
-		b = appendHex(b, s)
-	} else {
-		b = append(b, "NULL"...)
+	var ip, sum, body any
+	if a, err := netip.ParseAddr(r.ClientIP); err == nil {
+		ip = a.Unmap().AsSlice()
 	}
-	b = append(b, ',')
-	b = appendString(b, r.UserAgent)
-	b = append(b, ',')
-	b = appendString(b, r.RequestID)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(r.EventCount), 10)
-	b = append(b, ',')
-	if sum, err := hex.DecodeString(r.BodySHA256); err == nil && len(sum) == 32 {
-		b = appendHex(b, sum)
-	} else {
-		b = append(b, "NULL"...)
+	if b, err := hex.DecodeString(r.BodySHA256); err == nil && len(b) == 32 {
+		sum = b
 	}
-	b = append(b, ',')
 	if r.Body != nil {
-		b = appendHex(b, r.Body)
-	} else {
-		b = append(b, "NULL"...)
+		body = r.Body
 	}
-	return append(b, ')')
+	return []any{id[:], r.Time.UTC(), r.ActorToken, r.ActorApp, r.Action, r.Resource,
+		r.Outcome, ip, r.UserAgent, r.RequestID, r.EventCount, sum, body}
 }
 
-func appendHex(b, v []byte) []byte {
-	if len(v) == 0 {
-		return append(b, "''"...)
+// argSize estimates the bytes one value takes on the wire, escaped.
+func argSize(a any) int {
+	switch v := a.(type) {
+	case string:
+		return 2*len(v) + 2
+	case []byte:
+		return 2*len(v) + 3
+	default:
+		return 32
 	}
-	b = append(b, "X'"...)
-	b = hex.AppendEncode(b, v)
-	return append(b, '\'')
-}
-
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '\\' || c < 0x20 {
-			return appendHex(b, []byte(s))
-		}
-	}
-	b = append(b, '\'')
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			b = append(b, '\'')
-		}
-		b = append(b, s[i])
-	}
-	return append(b, '\'')
 }
 
 const selectCols = "SELECT id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body FROM audit_events"
@@ -262,6 +245,7 @@ func (s *Store) Query(ctx context.Context, f auditlogger.Filter) (auditlogger.Pa
 	}
 	q.WriteString(" ORDER BY time, id LIMIT ")
 	q.WriteString(strconv.Itoa(limit + 1))
+	// sql: constant fragments joined; every filter value is a ? argument.
 	rows, err := s.db.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return auditlogger.Page{}, fmt.Errorf("query audit events: %w: %w", auditlogger.ErrUnavailable, err)

@@ -65,6 +65,7 @@ func MustPostgres(tb testing.TB) string {
 	}
 	defer conn.Close(context.Background())
 	name := Name("t")
+	// sql: DDL; name comes from Name (a prefix and random hex).
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("create database %s: %v", name, err)
 	}
@@ -80,6 +81,7 @@ func MustPostgres(tb testing.TB) string {
 		// An autovacuum worker can hold the database for a moment, and the
 		// test role may not terminate it: retry for a while.
 		for {
+			// sql: DDL; name comes from Name (a prefix and random hex).
 			_, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 			if err == nil {
 				return
@@ -116,6 +118,7 @@ func MustMariaDB(tb testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	name := Name("t")
+	// sql: DDL; name comes from Name (a prefix and random hex).
 	if _, err := db.ExecContext(ctx, "CREATE DATABASE "+name+" CHARACTER SET utf8mb4"); err != nil {
 		tb.Fatalf("create database %s on MariaDB (%s): %v", name, cfg.Addr, err)
 	}
@@ -126,6 +129,7 @@ func MustMariaDB(tb testing.TB) string {
 			return
 		}
 		defer db.Close()
+		// sql: DDL; name comes from Name (a prefix and random hex).
 		if _, err := db.Exec("DROP DATABASE IF EXISTS " + name); err != nil {
 			tb.Errorf("drop database %s: %v", name, err)
 		}

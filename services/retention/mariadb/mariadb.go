@@ -193,6 +193,7 @@ func (s *Source) Export(ctx context.Context, p retention.Partition, emit func([]
 		return fmt.Errorf("export %s: %w", p.Name, err)
 	}
 	defer tx.Rollback()
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
 	rows, err := tx.QueryContext(ctx, fmt.Sprintf("SELECT %s FROM %s PARTITION (%s) ORDER BY %s",
 		strings.Join(names, ", "), quote(p.Table), quote(p.Name), strings.Join(order, ", ")))
 	if err != nil {
@@ -268,6 +269,7 @@ func appendJSONString(dst, s []byte) []byte {
 func (s *Source) Count(ctx context.Context, p retention.Partition) (int64, error) {
 	var n int64
 	q := fmt.Sprintf("SELECT COUNT(*) FROM %s PARTITION (%s)", quote(p.Table), quote(p.Name))
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
 	if err := s.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s: %w", p.Name, err)
 	}
@@ -346,6 +348,7 @@ func (s *Source) Drop(ctx context.Context, p retention.Partition) error {
 	if p.Name == "pmax" {
 		return fmt.Errorf("refusing to drop the catch-all partition pmax")
 	}
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION %s", quote(p.Table), quote(p.Name))); err != nil {
 		return fmt.Errorf("drop partition %s: %w", p.Name, err)
 	}
@@ -406,6 +409,7 @@ func (s *Source) EnsurePartition(ctx context.Context, table string, month time.T
 	}
 	stmt := fmt.Sprintf("ALTER TABLE %s REORGANIZE PARTITION %s INTO (PARTITION %s VALUES LESS THAN ('%s'), PARTITION %s VALUES LESS THAN (%s))",
 		quote(Table), quote(holder), quote(name), to.Format(time.DateOnly), quote(holder), holderDesc)
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
 	if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 		return retention.Partition{}, fmt.Errorf("create partition %s: %w", name, err)
 	}
@@ -463,6 +467,7 @@ func (s *Source) Insert(ctx context.Context, table string, cols []retention.Colu
 		b.WriteString(one)
 	}
 	fmt.Fprintf(&b, " ON DUPLICATE KEY UPDATE %s = %s", quote(pk[0]), quote(pk[0]))
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
 	res, err := s.db.ExecContext(ctx, b.String(), args...)
 	if err != nil {
 		return 0, fmt.Errorf("restore into %s: %w", table, err)

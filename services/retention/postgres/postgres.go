@@ -202,6 +202,7 @@ func (s *Source) Export(ctx context.Context, p retention.Partition, emit func([]
 		return fmt.Errorf("export %s: %w", p.Name, err)
 	}
 	defer tx.Rollback(context.Background())
+	// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 	rows, err := tx.Query(ctx, fmt.Sprintf("SELECT row_to_json(t)::text FROM ONLY %s t ORDER BY %s",
 		s.partIdent(p), strings.Join(order, ", ")), pgx.QueryResultFormats{pgx.TextFormatCode})
 	if err != nil {
@@ -222,6 +223,7 @@ func (s *Source) Export(ctx context.Context, p retention.Partition, emit func([]
 // Count counts p's rows.
 func (s *Source) Count(ctx context.Context, p retention.Partition) (int64, error) {
 	var n int64
+	// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM ONLY "+s.partIdent(p)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s: %w", p.Name, err)
 	}
@@ -295,12 +297,15 @@ func (s *Source) DeleteRecord(ctx context.Context, table string, month time.Time
 // at most dropLockTimeout for the table's lock.
 func (s *Source) Drop(ctx context.Context, p retention.Partition) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+dropLockTimeout+"'"); err != nil {
 			return err
 		}
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", ident(p.Table), s.partIdent(p))); err != nil {
 			return err
 		}
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 		_, err := tx.Exec(ctx, "DROP TABLE "+s.partIdent(p))
 		return err
 	})
@@ -349,6 +354,7 @@ func (s *Source) Insert(ctx context.Context, table string, cols []retention.Colu
 		names[i] = pgx.Identifier{c.Name}.Sanitize()
 	}
 	list := strings.Join(names, ", ")
+	// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
 	tag, err := s.pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM json_populate_recordset(NULL::%s, $1::json) ON CONFLICT DO NOTHING",
 		ident(table), list, list, ident(table)), string(arr))
 	if err != nil {

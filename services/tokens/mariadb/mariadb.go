@@ -102,6 +102,7 @@ func (s *Store) List(ctx context.Context, f tokens.Filter) ([]tokens.Token, erro
 		q.WriteString(" LIMIT ?")
 		args = append(args, f.Limit)
 	}
+	// sql: constant fragments joined; every filter value is a ? argument.
 	rows, err := s.db.QueryContext(ctx, q.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)

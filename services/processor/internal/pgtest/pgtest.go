@@ -65,6 +65,7 @@ func waitAutovacuum(tb testing.TB, pool *pgxpool.Pool) {
 func Count(tb testing.TB, pool *pgxpool.Pool, query string, args ...any) int {
 	tb.Helper()
 	var n int
+	// sql: test helper; the query text is written by the tests themselves.
 	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
 		tb.Fatalf("%s: %v", query, err)
 	}
@@ -164,6 +165,7 @@ FROM want FULL JOIN got ON want.b = got.b AND want.k = got.k`, r.table, r.key, r
 		var bad, sum, rows int
 		_, err = tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'")
 		if err == nil {
+			// sql: test helper; the query text is written by the tests themselves.
 			err = tx.QueryRow(ctx, q).Scan(&bad, &sum, &rows)
 		}
 		_ = tx.Rollback(ctx)
