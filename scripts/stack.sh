@@ -557,7 +557,7 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
     export TOKENS_SERVICE_URL="http://127.0.0.1:8083"
     export GEOIP_DB_PATH="$RUN/geoip/test.mmdb"
     # The load test sends client addresses in X-Forwarded-For from loopback.
-    export TRUSTED_PROXIES="127.0.0.1/32"
+    export COLLECTOR_TRUSTED_PROXIES="127.0.0.1/32"
   fi
   # Per-service overrides (e.g. the load test turns auditing off with
   # AUDITLOGGER_SERVICE_URL= in .run/collector.env), applied last.

@@ -101,7 +101,10 @@ func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {
 		stomp.ConnOpt.Logger(stompLogger{log: log}),
 	}
 	if cfg.HeartBeat > 0 {
-		opts = append(opts, stomp.ConnOpt.HeartBeat(cfg.HeartBeat, cfg.HeartBeat))
+		// The grace go-stomp allows for a late heart-beat defaults to 5 s,
+		// which a loaded 2-core machine overshoots; allow a whole interval.
+		opts = append(opts, stomp.ConnOpt.HeartBeat(cfg.HeartBeat, cfg.HeartBeat),
+			stomp.ConnOpt.HeartBeatError(max(cfg.HeartBeat, 5*time.Second)))
 	}
 	if cfg.Login != "" {
 		opts = append(opts, stomp.ConnOpt.Login(cfg.Login, cfg.Passcode))

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/collector"
+	"threatview/collector/geoip"
+	"threatview/collector/httpapi"
+	"threatview/collector/publish"
+	"threatview/collector/tokenauth"
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+	"threatview/platform/mq"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// run starts the collector and serves until ctx ends. onListen, when not
+// nil, receives the bound address (tests use HTTP_ADDR=127.0.0.1:0).
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onListen func(net.Addr)) error {
+	var cfg collector.Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "collector", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	trusted, err := collector.ParsePrefixes(cfg.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("COLLECTOR_TRUSTED_PROXIES: %w", err)
+	}
+	checks := map[string]httpserver.Check{}
+
+	var locator collector.Locator
+	if cfg.GeoIPPath != "" {
+		geo, err := geoip.Open(cfg.GeoIPPath, log)
+		if err != nil {
+			return fmt.Errorf("GEOIP_DB_PATH: %w", err)
+		}
+		go geo.Watch(ctx, cfg.GeoIPReload)
+		locator = geo
+		checks["geoip"] = geo.Check
+	} else {
+		log.Warn("GEOIP_DB_PATH is blank: every event's country is ZZ")
+	}
+
+	tokens, err := tokenauth.New(tokenauth.Config{
+		URL:         cfg.TokensURL,
+		InternalKey: cfg.InternalKey,
+		PositiveTTL: cfg.TokenCacheTTL,
+		NegativeTTL: cfg.TokenNegativeTTL,
+		Timeout:     cfg.TokensTimeout,
+	}, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}})
+	if err != nil {
+		return fmt.Errorf("tokens client: %w", err)
+	}
+
+	reg := httpserver.NewRegistry()
+	metrics := httpapi.NewMetrics(reg)
+	registerTokenStats(reg, tokens)
+
+	pub := mq.NewPublisher(cfg.Broker, log)
+	defer pub.Close()
+	checks["broker"] = pub.Ping
+	conns := cfg.Broker.Conns
+	if conns <= 0 {
+		conns = 1
+	}
+	events := publish.New(publish.Options{
+		Prefix:      publish.EventsPrefix,
+		Suffix:      publish.Suffix,
+		Window:      cfg.CoalesceWindow,
+		MaxBytes:    cfg.MaxMessageBytes,
+		MaxItems:    cfg.MaxMessageEvents,
+		Concurrency: conns,
+		Timeout:     cfg.PublishTimeout,
+		Observe:     metrics.ObservePublish,
+	}, publish.ToBroker(pub, cfg.EventsQueue, conns+1))
+	defer events.Flush()
+
+	var audit *publish.Group
+	if cfg.AuditURL != "" {
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+		audit = publish.New(publish.Options{
+			Prefix:      publish.AuditPrefix,
+			Suffix:      publish.Suffix,
+			Window:      cfg.CoalesceWindow,
+			MaxBytes:    512 << 10,
+			MaxItems:    500,
+			Concurrency: 8,
+			Timeout:     cfg.AuditTimeout,
+			Observe:     metrics.ObserveAudit,
+		}, publish.ToAuditLogger(cfg.AuditURL, cfg.InternalKey, hc))
+		defer audit.Flush()
+	} else {
+		log.Warn("AUDITLOGGER_SERVICE_URL is blank: auditing is off")
+	}
+
+	h := httpapi.New(httpapi.Deps{
+		Auth:        tokenAuth{tokens},
+		Enricher:    collector.NewEnricher(locator, trusted),
+		Events:      events,
+		Audit:       audit,
+		Registry:    reg,
+		Metrics:     metrics,
+		Checks:      checks,
+		Log:         log,
+		MaxInFlight: cfg.MaxInFlight,
+		RateLimit:   cfg.RateLimit,
+		RateBurst:   cfg.RateBurst,
+		CORSOrigins: cfg.CORSOrigins,
+		RetryAfter:  cfg.RetryAfter,
+	})
+	return httpserver.Run(ctx, cfg.HTTP, ":8080", h, log, onListen)
+}
+
+// tokenAuth adapts the tokens client to collector.Authenticator.
+type tokenAuth struct{ c *tokenauth.Client }
+
+func (t tokenAuth) Check(ctx context.Context, token string) (collector.Identity, error) {
+	id, err := t.c.Check(ctx, token)
+	switch {
+	case err == nil:
+		return collector.Identity{TokenID: id.TokenID, AppID: id.AppID}, nil
+	case errors.Is(err, tokenauth.ErrUnauthorized):
+		return collector.Identity{}, fmt.Errorf("%w: %w", collector.ErrUnauthorized, err)
+	default:
+		return collector.Identity{}, fmt.Errorf("check token: %w: %w", collector.ErrUnavailable, err)
+	}
+}
+
+// registerTokenStats exports the token cache counters; the hit ratio is
+// hits / (hits + misses).
+func registerTokenStats(reg prometheus.Registerer, c *tokenauth.Client) {
+	stat := func(name, help string, f func(tokenauth.Stats) uint64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(c.Stats())) })
+	}
+	reg.MustRegister(
+		stat("collector_token_cache_hits_total", "Token checks answered from the cache.", func(s tokenauth.Stats) uint64 { return s.Hits }),
+		stat("collector_token_cache_misses_total", "Token checks that needed a lookup.", func(s tokenauth.Stats) uint64 { return s.Misses }),
+		stat("collector_token_lookups_total", "Introspection requests sent to the tokens service.", func(s tokenauth.Stats) uint64 { return s.Lookups }),
+		stat("collector_token_lookup_errors_total", "Introspection requests that failed.", func(s tokenauth.Stats) uint64 { return s.LookupErrors }),
+		stat("collector_token_stale_served_total", "Checks answered from an expired entry during a tokens outage.", func(s tokenauth.Stats) uint64 { return s.StaleServed }),
+	)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "collector_token_cache_hit_ratio",
+		Help: "Token cache hits / (hits + misses) since start.",
+	}, func() float64 {
+		s := c.Stats()
+		if s.Hits+s.Misses == 0 {
+			return 0
+		}
+		return float64(s.Hits) / float64(s.Hits+s.Misses)
+	}))
+}

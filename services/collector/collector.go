@@ -1,0 +1,221 @@
+// Package collector is the data collector's domain: the events apps post,
+// their validation and enrichment into wire.Event, the interfaces the HTTP
+// layer needs (token checks, country lookup), the sentinel errors the HTTP
+// layer maps to statuses, and the service configuration.
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"threatview/platform/httpserver"
+	"threatview/platform/mq"
+)
+
+// Limits of the public contract.
+const (
+	// MaxEventBytes is the largest single event, after decompression.
+	MaxEventBytes = 32 << 10
+	// MaxRequestBytes is the largest request body, after decompression.
+	MaxRequestBytes = 1 << 20
+	// MaxBatchEvents is the most events one request may carry.
+	MaxBatchEvents = 500
+	// UnknownCountry is the country of an address the GeoIP database does
+	// not know (or of every address when no database is configured).
+	UnknownCountry = "ZZ"
+	// MaxFutureSkew is how far in the future occurred_at may be before it is
+	// clamped to received_at.
+	MaxFutureSkew = 23 * time.Hour
+)
+
+// Sentinel errors. The HTTP layer maps each to one status with errors.Is.
+var (
+	// ErrMalformed means the body is not JSON or not the expected shape (400).
+	ErrMalformed = errors.New("malformed request body")
+	// ErrInvalid means a field is missing, unknown or of the wrong type or
+	// format (422). Errors wrapping it are usually a *FieldError.
+	ErrInvalid = errors.New("invalid event")
+	// ErrTooLarge means an event, the body or the batch exceeds a limit (413).
+	ErrTooLarge = errors.New("request too large")
+	// ErrUnsupportedMediaType means the content type or encoding is not
+	// accepted (415).
+	ErrUnsupportedMediaType = errors.New("unsupported media type")
+	// ErrUnauthorized means the bearer token is missing, unknown or revoked (401).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden means an event names an app the token is not bound to (403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrRateLimited means the app sent more than its rate allows (429).
+	ErrRateLimited = errors.New("rate limited")
+	// ErrOverloaded means too many requests are in flight (503).
+	ErrOverloaded = errors.New("too many requests in flight")
+	// ErrUnavailable means a dependency (broker, audit logger, tokens
+	// service) could not make the request durable or check it (503). The
+	// client should retry; its events may or may not have been kept, which is
+	// why clients send event_id for idempotency.
+	ErrUnavailable = errors.New("dependency unavailable")
+)
+
+// FieldError is a validation failure naming the event (Index, -1 when the
+// body is not a batch) and the field path.
+type FieldError struct {
+	Index   int
+	Field   string
+	Message string
+	// Err is the sentinel the failure maps to (ErrInvalid, ErrTooLarge or
+	// ErrForbidden).
+	Err error
+}
+
+func (e *FieldError) Error() string {
+	if e.Index >= 0 {
+		return fmt.Sprintf("event %d: %s: %s", e.Index, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Field, e.Message)
+}
+
+// Unwrap returns the sentinel.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Identity is who a token belongs to.
+type Identity struct {
+	TokenID string
+	AppID   string
+}
+
+// Authenticator checks app tokens.
+type Authenticator interface {
+	// Check returns the identity of token. It returns ErrUnauthorized for an
+	// unknown, revoked or malformed token and ErrUnavailable when the token
+	// cannot be checked now.
+	Check(ctx context.Context, token string) (Identity, error)
+}
+
+// Locator maps a client address to an ISO 3166-1 alpha-2 country code.
+type Locator interface {
+	// Country returns the country of ip, or UnknownCountry.
+	Country(ip netip.Addr) string
+}
+
+// Config is the data collector's configuration, read from the environment.
+type Config struct {
+	HTTP     httpserver.Config
+	Broker   mq.Config
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+
+	// EventsQueue is the destination events are published to.
+	EventsQueue string `env:"COLLECTOR_EVENTS_QUEUE" envDefault:"/queue/threatview.events"`
+
+	// TokensURL is the tokens service, asked (with InternalKey) to introspect
+	// tokens the cache does not hold.
+	TokensURL        string        `env:"TOKENS_SERVICE_URL" envDefault:"http://127.0.0.1:8083"`
+	InternalKey      string        `env:"INTERNAL_KEY" secret:"true"`
+	TokenCacheTTL    time.Duration `env:"TOKENS_CACHE_TTL" envDefault:"30s"`
+	TokenNegativeTTL time.Duration `env:"TOKENS_NEGATIVE_TTL" envDefault:"5s"`
+	TokensTimeout    time.Duration `env:"TOKENS_TIMEOUT" envDefault:"2s"`
+
+	// AuditURL is the audit logger; blank turns auditing off.
+	AuditURL     string        `env:"AUDITLOGGER_SERVICE_URL"`
+	AuditTimeout time.Duration `env:"COLLECTOR_AUDIT_TIMEOUT" envDefault:"5s"`
+
+	// GeoIPPath is a MaxMind-format country database; blank means every
+	// country is ZZ. The file is reloaded when it changes.
+	GeoIPPath   string        `env:"GEOIP_DB_PATH"`
+	GeoIPReload time.Duration `env:"GEOIP_RELOAD_INTERVAL" envDefault:"5s"`
+
+	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
+	TrustedProxies []string `env:"COLLECTOR_TRUSTED_PROXIES" envSeparator:","`
+	// CORSOrigins are the browser origins allowed to post ("*" for any).
+	CORSOrigins []string `env:"COLLECTOR_CORS_ORIGINS" envSeparator:","`
+
+	// MaxInFlight caps concurrent ingest requests; beyond it 503.
+	MaxInFlight int `env:"COLLECTOR_MAX_IN_FLIGHT" envDefault:"4096"`
+	// RateLimit is requests per second per app; 0 turns it off.
+	RateLimit float64 `env:"COLLECTOR_RATE_LIMIT" envDefault:"0"`
+	RateBurst int     `env:"COLLECTOR_RATE_BURST" envDefault:"200"`
+
+	// CoalesceWindow is how long a message stays open for more requests
+	// before it is sent (it is sent later anyway while every broker
+	// connection is busy); 0 sends as soon as a connection is free.
+	CoalesceWindow   time.Duration `env:"COLLECTOR_COALESCE_WINDOW" envDefault:"1ms"`
+	MaxMessageBytes  int           `env:"COLLECTOR_MAX_MESSAGE_BYTES" envDefault:"524288"`
+	MaxMessageEvents int           `env:"COLLECTOR_MAX_MESSAGE_EVENTS" envDefault:"5000"`
+	PublishTimeout   time.Duration `env:"COLLECTOR_PUBLISH_TIMEOUT" envDefault:"5s"`
+	// RetryAfter is the Retry-After sent with 503 and the floor of 429's.
+	RetryAfter time.Duration `env:"COLLECTOR_RETRY_AFTER" envDefault:"1s"`
+}
+
+// Validate checks relations between fields; the error names the variable.
+func (c *Config) Validate() error {
+	if c.InternalKey == "" {
+		return errors.New("INTERNAL_KEY is required (it authenticates the collector to the tokens service)")
+	}
+	if c.TokensURL == "" {
+		return errors.New("TOKENS_SERVICE_URL is required")
+	}
+	if !strings.HasPrefix(c.EventsQueue, "/queue/") {
+		return fmt.Errorf("COLLECTOR_EVENTS_QUEUE %q must start with /queue/", c.EventsQueue)
+	}
+	if _, err := ParsePrefixes(c.TrustedProxies); err != nil {
+		return fmt.Errorf("COLLECTOR_TRUSTED_PROXIES: %w", err)
+	}
+	switch {
+	case c.MaxInFlight <= 0:
+		return errors.New("COLLECTOR_MAX_IN_FLIGHT must be positive")
+	case c.RateLimit < 0:
+		return errors.New("COLLECTOR_RATE_LIMIT must not be negative")
+	case c.RateLimit > 0 && c.RateBurst <= 0:
+		return errors.New("COLLECTOR_RATE_BURST must be positive when COLLECTOR_RATE_LIMIT is set")
+	case c.CoalesceWindow < 0:
+		return errors.New("COLLECTOR_COALESCE_WINDOW must not be negative")
+	case c.MaxMessageBytes < MaxEventBytes:
+		return fmt.Errorf("COLLECTOR_MAX_MESSAGE_BYTES must be at least %d", MaxEventBytes)
+	case c.MaxMessageEvents < MaxBatchEvents:
+		return fmt.Errorf("COLLECTOR_MAX_MESSAGE_EVENTS must be at least %d", MaxBatchEvents)
+	case c.PublishTimeout <= 0:
+		return errors.New("COLLECTOR_PUBLISH_TIMEOUT must be positive")
+	case c.AuditTimeout <= 0:
+		return errors.New("COLLECTOR_AUDIT_TIMEOUT must be positive")
+	case c.RetryAfter < time.Second:
+		return errors.New("COLLECTOR_RETRY_AFTER must be at least 1s")
+	}
+	return nil
+}
+
+// ParsePrefixes parses CIDRs (a bare address counts as a /32 or /128).
+func ParsePrefixes(list []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(list))
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !strings.Contains(s, "/") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or address", s)
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Request is what enrichment needs to know about the HTTP request besides
+// the events.
+type Request struct {
+	Identity   Identity
+	RemoteAddr string // peer "host:port"
+	XFF        string // X-Forwarded-For, "" when absent
+	RequestID  string
+	ReceivedAt time.Time
+}

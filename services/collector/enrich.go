@@ -1,0 +1,162 @@
+package collector
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"threatview/platform/wire"
+)
+
+// Enricher turns validated inputs into the events the collector publishes.
+type Enricher struct {
+	locator Locator
+	trusted []netip.Prefix
+}
+
+// NewEnricher returns an Enricher. locator may be nil (every country is
+// ZZ); trusted are the proxies whose X-Forwarded-For is believed.
+func NewEnricher(locator Locator, trusted []netip.Prefix) *Enricher {
+	return &Enricher{locator: locator, trusted: trusted}
+}
+
+// Trusted returns the trusted proxy prefixes.
+func (e *Enricher) Trusted() []netip.Prefix { return e.trusted }
+
+// CheckApp returns a *FieldError wrapping ErrForbidden for the first event
+// whose app.id is not the token's app.
+func CheckApp(in []Input, appID string) error {
+	for i := range in {
+		if in[i].App.ID != appID {
+			idx := i
+			if len(in) == 1 {
+				idx = -1
+			}
+			return &FieldError{Index: idx, Field: "app.id", Message: "is not the app the token belongs to", Err: ErrForbidden}
+		}
+	}
+	return nil
+}
+
+// Enrich fills out (which must have len(in) elements) from in and req.
+// single tells whether the body was a single event (indexes are then -1).
+//
+//   - id: the client's event_id, else a new UUIDv7;
+//   - received_at: req.ReceivedAt;
+//   - occurred_at: the client's (received_at when absent), shifted by
+//     received_at − sent_at when sent_at is given (clock-skew correction),
+//     and clamped to received_at when it is more than MaxFutureSkew ahead;
+//     whenever it differs from what the client sent, original_occurred_at
+//     keeps the client's value;
+//   - country and client_ip: from the client address (see ClientIP).
+func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
+	ip := ClientIP(req.RemoteAddr, req.XFF, e.trusted)
+	country := UnknownCountry
+	ipStr := ""
+	if ip.IsValid() {
+		ipStr = ip.String()
+		if e.locator != nil {
+			country = e.locator.Country(ip)
+		}
+	}
+	recv := req.ReceivedAt.UTC()
+	for i := range in {
+		src := &in[i]
+		ev := &out[i]
+		if src.EventID != "" {
+			ev.ID = src.EventID
+		} else {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return err
+			}
+			ev.ID = id.String()
+		}
+		ev.Type = src.Type
+		ev.ReceivedAt = recv
+		ev.App = src.App
+		ev.Device = src.Device
+		ev.Country = country
+		ev.ClientIP = ipStr
+		ev.TokenID = req.Identity.TokenID
+		ev.RequestID = req.RequestID
+		ev.Threats = src.Threats
+		ev.Attributes = src.Attributes
+		ev.OccurredAt, ev.OriginalOccurredAt = occurredAt(src, recv)
+		ev.SentAt = nil
+		if !src.sentAt.IsZero() {
+			s := src.sentAt
+			ev.SentAt = &s
+		}
+	}
+	return nil
+}
+
+// occurredAt applies skew correction and the future clamp.
+func occurredAt(in *Input, recv time.Time) (occurred time.Time, original *time.Time) {
+	if in.occurredAt.IsZero() {
+		return recv, nil
+	}
+	occurred = in.occurredAt
+	if !in.sentAt.IsZero() {
+		occurred = occurred.Add(recv.Sub(in.sentAt))
+	}
+	if occurred.Sub(recv) > MaxFutureSkew {
+		occurred = recv
+	}
+	if !occurred.Equal(in.occurredAt) {
+		o := in.occurredAt
+		original = &o
+	}
+	return occurred, original
+}
+
+// ClientIP returns the client's address: the peer of the connection, or,
+// when the peer is a trusted proxy, the rightmost X-Forwarded-For address
+// that is not itself a trusted proxy (the leftmost when all are). An
+// unparsable address yields the zero Addr.
+func ClientIP(remoteAddr, xff string, trusted []netip.Prefix) netip.Addr {
+	host := remoteAddr
+	if h, _, err := net.SplitHostPort(remoteAddr); err == nil {
+		host = h
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	peer = peer.Unmap().WithZone("")
+	if xff == "" || !contains(trusted, peer) {
+		return peer
+	}
+	client := peer
+	for rest := xff; rest != ""; {
+		var part string
+		if i := strings.LastIndexByte(rest, ','); i >= 0 {
+			part, rest = rest[i+1:], rest[:i]
+		} else {
+			part, rest = rest, ""
+		}
+		a, err := netip.ParseAddr(strings.TrimSpace(part))
+		if err != nil {
+			// A garbled hop: trust nothing further left of it.
+			return client
+		}
+		client = a.Unmap().WithZone("")
+		if !contains(trusted, client) {
+			return client
+		}
+	}
+	return client
+}
+
+func contains(prefixes []netip.Prefix, a netip.Addr) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}

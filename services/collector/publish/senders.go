@@ -1,0 +1,82 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"threatview/collector"
+)
+
+// Sender is the part of mq.Publisher the broker sender needs.
+type Sender interface {
+	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
+}
+
+// Envelope prefixes and suffixes of the wire formats (wire.EventBatch and
+// wire.AuditBatch, version 1).
+const (
+	EventsPrefix = `{"v":1,"events":[`
+	AuditPrefix  = `{"v":1,"records":[`
+	Suffix       = `]}`
+)
+
+// ToBroker returns a SendFunc that publishes each message to dest as one
+// persistent message with a receipt. Failures wrap collector.ErrUnavailable.
+//
+// A send that fails fast (a pooled connection the broker or a missed
+// heart-beat already closed, a refused dial) is tried again, up to attempts
+// times in all: nothing was written, and a fresh connection usually works.
+// A slow failure (receipt timeout) is not retried; it may have been kept, and
+// the client's retry after 503 is the safer place to send it again.
+func ToBroker(p Sender, dest string, attempts int) SendFunc {
+	if attempts < 1 {
+		attempts = 1
+	}
+	return func(ctx context.Context, body []byte, items int) error {
+		var err error
+		for i := 0; i < attempts; i++ {
+			start := time.Now()
+			if err = p.Send(ctx, dest, body, nil); err == nil {
+				return nil
+			}
+			if time.Since(start) > fastFailure || ctx.Err() != nil {
+				break
+			}
+		}
+		return fmt.Errorf("publish %d events: %w: %w", items, collector.ErrUnavailable, err)
+	}
+}
+
+// fastFailure is how quick a failed send must be to count as "nothing was
+// written" and be retried.
+const fastFailure = 250 * time.Millisecond
+
+// ToAuditLogger returns a SendFunc that POSTs each message (a
+// wire.AuditBatch) to baseURL/v1/audit with the internal key. Anything but
+// a 2xx answer wraps collector.ErrUnavailable.
+func ToAuditLogger(baseURL, key string, hc *http.Client) SendFunc {
+	url := strings.TrimRight(baseURL, "/") + "/v1/audit"
+	return func(ctx context.Context, body []byte, items int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return fmt.Errorf("audit %d records: %w: %w", items, collector.ErrUnavailable, err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("audit %d records: %w: %w", items, collector.ErrUnavailable, err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		if resp.StatusCode/100 != 2 {
+			return fmt.Errorf("audit %d records: %w: audit logger answered %d: %s", items, collector.ErrUnavailable, resp.StatusCode, bytes.TrimSpace(msg))
+		}
+		return nil
+	}
+}

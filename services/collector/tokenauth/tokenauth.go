@@ -1,0 +1,344 @@
+// Package tokenauth checks app tokens for the collector against the tokens
+// service (POST /v1/introspect with the internal key) and caches the
+// answers, so that in the steady state a check costs no network hop.
+//
+// Cache rules:
+//   - Entries are keyed by the SHA-256 of the token; plain tokens are never
+//     kept.
+//   - An active token is cached for PositiveTTL (30 s by default): a
+//     revocation takes effect within that time. An unknown or revoked token
+//     is cached for NegativeTTL (5 s), so a newly created token works soon
+//     and garbage costs at most one lookup per token per NegativeTTL.
+//   - At most one lookup per token is in flight (single flight); concurrent
+//     checks of the same token wait for it.
+//   - When the tokens service cannot answer (down, timeout, 5xx), a token
+//     that was active within the last PositiveTTL+MaxStale (10 min by
+//     default) keeps working: the service being down cannot be told apart
+//     from a revocation, and refusing every app for a tokens outage is the
+//     worse failure. Such a token is then served from the cache for
+//     NegativeTTL before the service is asked again. Any other token gets
+//     ErrUnavailable (the collector answers 503, not 401). After a failed
+//     lookup, lookups fail fast for one second so requests do not each wait
+//     Timeout for a hanging service.
+//   - A string that does not have the shape of a token is refused with
+//     ErrUnauthorized without a lookup.
+package tokenauth
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// Errors returned by Check.
+var (
+	// ErrUnauthorized means the token is malformed, unknown or revoked.
+	ErrUnauthorized = errors.New("token is not valid")
+	// ErrUnavailable means the tokens service could not be asked and the
+	// token is not cached.
+	ErrUnavailable = errors.New("tokens service unavailable")
+)
+
+// Identity is who an active token speaks for.
+type Identity struct {
+	TokenID string
+	AppID   string
+}
+
+// Config configures a Client. Zero durations take the defaults.
+type Config struct {
+	URL         string        // base URL of the tokens service
+	InternalKey string        // bearer key for /v1/introspect
+	PositiveTTL time.Duration // default 30s
+	NegativeTTL time.Duration // default 5s
+	Timeout     time.Duration // one lookup; default 2s
+	MaxStale    time.Duration // how long past PositiveTTL an active token survives an outage; default 10m, negative: never
+	MaxEntries  int           // cache size bound; default 100000
+}
+
+// Stats are the client's counters since it was made.
+type Stats struct {
+	Hits         uint64 // checks answered from a fresh cache entry
+	Misses       uint64 // checks that needed a lookup (or waited for one)
+	Lookups      uint64 // requests sent to the tokens service
+	LookupErrors uint64 // lookups that failed (service down, timeout, bad answer)
+	StaleServed  uint64 // failed lookups answered from an expired entry of an active token
+}
+
+// Client checks tokens. It is safe for concurrent use.
+type Client struct {
+	cfg        Config
+	url        string
+	http       *http.Client
+	group      singleflight.Group
+	mu         sync.RWMutex
+	entries    map[[sha256.Size]byte]entry
+	hits       atomic.Uint64
+	misses     atomic.Uint64
+	lookups    atomic.Uint64
+	lookupErrs atomic.Uint64
+	stale      atomic.Uint64
+	downUntil  atomic.Int64 // unix ns; lookups fail fast before it
+}
+
+type entry struct {
+	id      Identity
+	active  bool
+	expires time.Time // fresh until
+	keep    time.Time // usable during an outage until (active entries)
+}
+
+// New returns a Client. hc may be nil (a client with its own transport).
+func New(cfg Config, hc *http.Client) (*Client, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("tokenauth: URL is required")
+	}
+	if cfg.InternalKey == "" {
+		return nil, errors.New("tokenauth: InternalKey is required")
+	}
+	if cfg.PositiveTTL <= 0 {
+		cfg.PositiveTTL = 30 * time.Second
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = 5 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Second
+	}
+	if cfg.MaxStale == 0 {
+		cfg.MaxStale = 10 * time.Minute
+	}
+	if cfg.MaxStale < 0 {
+		cfg.MaxStale = 0
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 100_000
+	}
+	if hc == nil {
+		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
+	}
+	return &Client{
+		cfg:     cfg,
+		url:     strings.TrimRight(cfg.URL, "/") + "/v1/introspect",
+		http:    hc,
+		entries: make(map[[sha256.Size]byte]entry),
+	}, nil
+}
+
+// Stats returns the counters; a collector exports them (hit ratio =
+// Hits / (Hits + Misses)).
+func (c *Client) Stats() Stats {
+	return Stats{
+		Hits:         c.hits.Load(),
+		Misses:       c.misses.Load(),
+		Lookups:      c.lookups.Load(),
+		LookupErrors: c.lookupErrs.Load(),
+		StaleServed:  c.stale.Load(),
+	}
+}
+
+// Check returns the identity of an active token. Errors: ErrUnauthorized
+// (malformed, unknown or revoked), ErrUnavailable (the tokens service could
+// not answer and the token is not cached), or ctx's error.
+func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
+	if !wellFormed(token) {
+		return Identity{}, ErrUnauthorized
+	}
+	// Hash a stack copy: []byte(token) would allocate (tokens are longer
+	// than the compiler's 32-byte temporary buffer).
+	var buf [tokenLen]byte
+	copy(buf[:], token)
+	key := sha256.Sum256(buf[:])
+	now := time.Now()
+	c.mu.RLock()
+	e, ok := c.entries[key]
+	c.mu.RUnlock()
+	if ok && now.Before(e.expires) {
+		c.hits.Add(1)
+		return e.result()
+	}
+	c.misses.Add(1)
+	return c.miss(ctx, key, token)
+}
+
+// miss waits for the one lookup of key in flight, starting it if need be.
+// It is apart from Check so the hot path allocates nothing.
+func (c *Client) miss(ctx context.Context, key [sha256.Size]byte, token string) (Identity, error) {
+	ch := c.group.DoChan(string(key[:]), func() (any, error) {
+		return c.lookup(key, token)
+	})
+	select {
+	case <-ctx.Done():
+		return Identity{}, ctx.Err()
+	case res := <-ch:
+		if res.Err != nil {
+			return Identity{}, res.Err
+		}
+		return res.Val.(entry).result()
+	}
+}
+
+func (e entry) result() (Identity, error) {
+	if !e.active {
+		return Identity{}, ErrUnauthorized
+	}
+	return e.id, nil
+}
+
+// lookup asks the tokens service and caches its answer. It runs detached
+// from any one caller's context so a caller that gives up does not fail
+// the others waiting on the same flight.
+func (c *Client) lookup(key [sha256.Size]byte, token string) (entry, error) {
+	now := time.Now()
+	var (
+		id     Identity
+		active bool
+		err    error
+	)
+	if down := c.downUntil.Load(); down != 0 && now.UnixNano() < down {
+		err = errors.New("tokens service failed a moment ago")
+	} else {
+		c.lookups.Add(1)
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+		id, active, err = c.introspect(ctx, token)
+		cancel()
+		now = time.Now()
+		if err != nil {
+			c.lookupErrs.Add(1)
+			// Fail fast for a short while instead of making every request
+			// wait for a service that is down or hanging.
+			c.downUntil.Store(now.Add(breakerPause).UnixNano())
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		// An active token seen recently keeps working; it is served from the
+		// cache for another NegativeTTL before the service is asked again.
+		e, ok := c.entries[key]
+		if ok && e.active && now.Before(e.keep) {
+			e.expires = now.Add(c.cfg.NegativeTTL)
+			if e.expires.After(e.keep) {
+				e.expires = e.keep
+			}
+			c.entries[key] = e
+			c.stale.Add(1)
+			return e, nil
+		}
+		return entry{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	e := entry{id: id, active: active}
+	if active {
+		e.expires = now.Add(c.cfg.PositiveTTL)
+		e.keep = e.expires.Add(c.cfg.MaxStale)
+	} else {
+		e.expires = now.Add(c.cfg.NegativeTTL)
+	}
+	if len(c.entries) >= c.cfg.MaxEntries {
+		c.evictLocked(now)
+	}
+	c.entries[key] = e
+	return e, nil
+}
+
+// breakerPause is how long lookups fail fast after one failed.
+const breakerPause = time.Second
+
+// evictLocked drops entries that are no longer usable; if the cache is still
+// full it drops an arbitrary half (map order), so a flood of random tokens
+// cannot grow memory without bound.
+func (c *Client) evictLocked(now time.Time) {
+	for k, e := range c.entries {
+		if now.After(e.expires) && (!e.active || now.After(e.keep)) {
+			delete(c.entries, k)
+		}
+	}
+	if len(c.entries) < c.cfg.MaxEntries {
+		return
+	}
+	n := len(c.entries) / 2
+	for k := range c.entries {
+		if n == 0 {
+			break
+		}
+		delete(c.entries, k)
+		n--
+	}
+}
+
+type introspectResponse struct {
+	Active  bool   `json:"active"`
+	TokenID string `json:"token_id"`
+	AppID   string `json:"app_id"`
+}
+
+func (c *Client) introspect(ctx context.Context, token string) (Identity, bool, error) {
+	body, err := json.Marshal(struct {
+		Token string `json:"token"`
+	}{token})
+	if err != nil {
+		return Identity{}, false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return Identity{}, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.cfg.InternalKey)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return Identity{}, false, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("read introspection answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		// 401 here means the collector's INTERNAL_KEY is wrong: a
+		// configuration fault, not the app's, so it is "unavailable".
+		return Identity{}, false, fmt.Errorf("introspection answered %d", resp.StatusCode)
+	}
+	var ir introspectResponse
+	if err := json.Unmarshal(raw, &ir); err != nil {
+		return Identity{}, false, fmt.Errorf("decode introspection answer: %w", err)
+	}
+	if !ir.Active {
+		return Identity{}, false, nil
+	}
+	if ir.TokenID == "" || ir.AppID == "" {
+		return Identity{}, false, errors.New("introspection answer lacks token_id or app_id")
+	}
+	return Identity{TokenID: ir.TokenID, AppID: ir.AppID}, true, nil
+}
+
+// Token shape, as issued by the tokens service: "tvk_" and 43 base64url
+// characters (32 random bytes).
+const (
+	tokenPrefix = "tvk_"
+	tokenLen    = len(tokenPrefix) + 43
+)
+
+func wellFormed(s string) bool {
+	if len(s) != tokenLen || s[:len(tokenPrefix)] != tokenPrefix {
+		return false
+	}
+	for i := len(tokenPrefix); i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
