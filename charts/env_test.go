@@ -1,0 +1,199 @@
+package charts
+
+import (
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"threatview/auditlogger"
+	"threatview/collector"
+	"threatview/platform/config"
+	"threatview/processor"
+	"threatview/retention"
+	"threatview/tokens"
+)
+
+// serviceConfigs maps each container the chart runs to a fresh value of the
+// configuration struct its command parses.
+var serviceConfigs = map[string]func() any{
+	"data-collector":      func() any { return &collector.Config{} },
+	"data-processor":      func() any { return &processor.Config{} },
+	"audit-logger":        func() any { return &auditlogger.LoggerConfig{} },
+	"audit-logger-worker": func() any { return &auditlogger.WorkerConfig{} },
+	"tokens":              func() any { return &tokens.Config{} },
+	"cleanup":             func() any { return &retention.CleanupConfig{} },
+	"archiver":            func() any { return &retention.ArchiverConfig{} },
+}
+
+// migrateEnv is what migrations/cmd/migrate reads (it has flags and three
+// variables, no Config struct).
+var migrateEnv = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "TOKENS_DATABASE_DSN"}
+
+// runtimeEnv is read by the Go runtime of every binary.
+var runtimeEnv = []string{"GOMAXPROCS", "GOMEMLIMIT"}
+
+// resolvedEnv is a container's environment as the process sees it:
+// ConfigMap values, a distinct stand-in for each Secret value, and $(NAME)
+// references expanded the way the kubelet does.
+type resolvedEnv struct {
+	values   map[string]string
+	expanded map[string]bool // variables consumed by a $(NAME) reference
+}
+
+func resolveEnv(t *testing.T, r rendered, c corev1.Container) resolvedEnv {
+	t.Helper()
+	env := resolvedEnv{values: map[string]string{}, expanded: map[string]bool{}}
+	for _, ef := range c.EnvFrom {
+		cm, ok := r.configMap(ef.ConfigMapRef.Name)
+		if !ok {
+			t.Fatalf("container %s: ConfigMap %s not rendered", c.Name, ef.ConfigMapRef.Name)
+		}
+		for k, v := range cm.Data {
+			env.values[k] = v
+		}
+	}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env.values[e.Name] = dependentVar.ReplaceAllStringFunc(e.Value, func(ref string) string {
+				name := ref[2 : len(ref)-1]
+				v, ok := env.values[name]
+				if !ok {
+					return ref
+				}
+				env.expanded[name] = true
+				return v
+			})
+		case e.ValueFrom.SecretKeyRef != nil:
+			env.values[e.Name] = "secret-" + strings.ToLower(e.Name)
+		default:
+			env.values[e.Name] = "1"
+		}
+	}
+	return env
+}
+
+// TestChart_EnvIsRead proves the chart sets no variable a service ignores and
+// that each service's own parser (config.Parse, with its Validate) accepts
+// the environment the chart gives it, in every values set.
+func TestChart_EnvIsRead(t *testing.T) {
+	for name, files := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			r := render(t, readValues(t, files...))
+			seen := map[string]bool{}
+			for pod, spec := range podSpecs(r) {
+				c := spec.Spec.Containers[0]
+				env := resolveEnv(t, r, c)
+				var read []string
+				newCfg, ok := serviceConfigs[c.Name]
+				switch {
+				case ok:
+					keys, err := config.Keys(newCfg())
+					if err != nil {
+						t.Fatalf("%s: config.Keys: %v", c.Name, err)
+					}
+					read = keys
+				case c.Name == "migrate":
+					read = migrateEnv
+				default:
+					t.Fatalf("%s: container %s: no known configuration", pod, c.Name)
+				}
+				seen[c.Name] = true
+				var ignored []string
+				for k := range env.values {
+					if !slices.Contains(read, k) && !slices.Contains(runtimeEnv, k) && !env.expanded[k] {
+						ignored = append(ignored, k)
+					}
+				}
+				sort.Strings(ignored)
+				if len(ignored) > 0 {
+					t.Errorf("%s: sets %v, which %s does not read", pod, ignored, c.Name)
+				}
+				if !ok {
+					for _, k := range read {
+						if env.values[k] == "" {
+							t.Errorf("%s: %s not set", pod, k)
+						}
+					}
+					continue
+				}
+				cfg := newCfg()
+				getenv := func(k string) string { return env.values[k] }
+				if err := config.Parse(getenv, cfg); err != nil {
+					t.Errorf("%s: the service rejects the chart's environment: %v", pod, err)
+				}
+			}
+			for _, want := range []string{"data-collector", "data-processor", "audit-logger", "audit-logger-worker", "tokens", "migrate"} {
+				if !seen[want] {
+					t.Errorf("no container %s rendered", want)
+				}
+			}
+		})
+	}
+}
+
+// TestChart_EnvReachesConfig checks a few settings end to end: values in,
+// parsed service configuration out.
+func TestChart_EnvReachesConfig(t *testing.T) {
+	parse := func(t *testing.T, r rendered, kind, name string, cfg any) {
+		t.Helper()
+		pods := podSpecs(r)
+		spec, ok := pods[kind+"/"+release+"-threatview-"+name]
+		if !ok {
+			t.Fatalf("no %s %s", kind, name)
+		}
+		env := resolveEnv(t, r, spec.Spec.Containers[0])
+		if err := config.Parse(func(k string) string { return env.values[k] }, cfg); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+
+	t.Run("AuditingOff", func(t *testing.T) {
+		r := render(t, readValues(t, "threatview/ci/auditing-off.yaml"))
+		var cfg collector.Config
+		parse(t, r, "Deployment", "data-collector", &cfg)
+		if cfg.AuditURL != "" {
+			t.Errorf("collector AuditURL = %q, want blank (auditing off)", cfg.AuditURL)
+		}
+	})
+
+	t.Run("EKS", func(t *testing.T) {
+		r := render(t, readValues(t, "threatview/values-eks.yaml"))
+		var col collector.Config
+		parse(t, r, "Deployment", "data-collector", &col)
+		if !col.Broker.TLS || !strings.HasSuffix(col.Broker.Addr, ":61614") {
+			t.Errorf("collector broker %s TLS=%v, want Amazon MQ stomp+ssl on 61614", col.Broker.Addr, col.Broker.TLS)
+		}
+		if col.GeoIPPath != "/var/lib/geoip/country.mmdb" {
+			t.Errorf("collector GeoIPPath = %q, want the mounted database", col.GeoIPPath)
+		}
+		if !slices.Equal(col.TrustedProxies, []string{"10.0.0.0/16"}) {
+			t.Errorf("collector TrustedProxies = %v", col.TrustedProxies)
+		}
+		var proc processor.Config
+		parse(t, r, "Deployment", "data-processor", &proc)
+		if !strings.Contains(proc.DatabaseURL, "sslmode=require") || !strings.Contains(proc.DatabaseURL, "secret-events_database_password@") {
+			t.Errorf("processor DatabaseURL = %q, want the password expanded and sslmode=require", proc.DatabaseURL)
+		}
+		var clean retention.CleanupConfig
+		parse(t, r, "CronJob", "cleanup", &clean)
+		if !clean.Enabled || clean.Archive.S3Bucket != "threatview-archive" || !clean.ArchiveRequired() {
+			t.Errorf("cleanup config %+v: want enabled, archive required in bucket threatview-archive", clean)
+		}
+		var arch retention.ArchiverConfig
+		parse(t, r, "CronJob", "archiver", &arch)
+		if arch.Archive.S3Region != "eu-west-1" {
+			t.Errorf("archiver region %q, want eu-west-1", arch.Archive.S3Region)
+		}
+	})
+
+	t.Run("ArchiverWithoutTarget", func(t *testing.T) {
+		_, err := renderValues(loadChart(t), map[string]any{"archiver": map[string]any{"enabled": true}})
+		if err == nil || !strings.Contains(err.Error(), "archive.target") {
+			t.Errorf("render archiver without archive.target: %v, want an error naming archive.target", err)
+		}
+	})
+}

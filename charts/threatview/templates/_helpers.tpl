@@ -1,0 +1,207 @@
+{{/*
+Names, labels and the pieces every workload shares. Per-service environment is in _env.tpl.
+*/}}
+
+{{/* Chart name, 63 chars at most. */}}
+{{- define "threatview.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Release-qualified name, 63 chars at most: the prefix of every object. */}}
+{{- define "threatview.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of one component's objects: (list $ "data-collector"). */}}
+{{- define "threatview.componentName" -}}
+{{- $ctx := index . 0 }}
+{{- printf "%s-%s" (include "threatview.fullname" $ctx) (index . 1) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Chart name and version for the helm.sh/chart label. */}}
+{{- define "threatview.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Common labels. */}}
+{{- define "threatview.labels" -}}
+helm.sh/chart: {{ include "threatview.chart" . }}
+{{ include "threatview.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: threatview
+{{- end }}
+
+{{/* Selector labels shared by every object of the release. */}}
+{{- define "threatview.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "threatview.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of one component: (list $ "data-collector"). */}}
+{{- define "threatview.componentLabels" -}}
+{{ include "threatview.labels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* Selector labels of one component: (list $ "data-collector"). */}}
+{{- define "threatview.componentSelectorLabels" -}}
+{{ include "threatview.selectorLabels" (index . 0) }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/*
+The long-running services. scalable: may run several replicas behind an HPA;
+the others consume a queue in order and run exactly one replica.
+*/}}
+{{- define "threatview.services" -}}
+- {key: dataCollector, component: data-collector, scalable: true}
+- {key: dataProcessor, component: data-processor, scalable: false}
+- {key: auditLogger, component: audit-logger, scalable: true}
+- {key: auditLoggerWorker, component: audit-logger-worker, scalable: false}
+- {key: tokens, component: tokens, scalable: true}
+{{- end }}
+
+{{/* The CronJobs, archiver before cleanup. */}}
+{{- define "threatview.jobs" -}}
+- {key: archiver, component: archiver}
+- {key: cleanup, component: cleanup}
+{{- end }}
+
+{{/* Image reference: (list $ .Values.dataCollector.image). Registry-less unless image.registry is set. */}}
+{{- define "threatview.image" -}}
+{{- $ctx := index . 0 }}
+{{- $img := index . 1 }}
+{{- $tag := $img.tag | default $ctx.Values.image.tag | default $ctx.Chart.AppVersion }}
+{{- if $ctx.Values.image.registry }}
+{{- printf "%s/%s:%s" (trimSuffix "/" $ctx.Values.image.registry) $img.repository $tag }}
+{{- else }}
+{{- printf "%s:%s" $img.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* ServiceAccount of the workloads. */}}
+{{- define "threatview.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "threatview.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+Autoscaling settings of a scalable service: (list $ $values) -> YAML
+{enabled, minReplicas, maxReplicas, cpu, memory}. The service's autoscaling map
+overrides the global block key by key; minReplicas defaults to defaultReplicas.
+hasKey (not default) so that an explicit `enabled: false` wins over a global true.
+*/}}
+{{- define "threatview.autoscaling" -}}
+{{- $ctx := index . 0 }}
+{{- $svc := (index . 1).autoscaling | default dict }}
+{{- $g := $ctx.Values.autoscaling }}
+{{- $enabled := $g.enabled }}
+{{- if hasKey $svc "enabled" }}{{ $enabled = $svc.enabled }}{{ end }}
+{{- $min := $ctx.Values.defaultReplicas }}
+{{- if hasKey $svc "minReplicas" }}{{ $min = $svc.minReplicas }}{{ end }}
+{{- $max := $g.maxReplicas }}
+{{- if hasKey $svc "maxReplicas" }}{{ $max = $svc.maxReplicas }}{{ end }}
+{{- $cpu := $g.targetCPUUtilizationPercentage }}
+{{- if hasKey $svc "targetCPUUtilizationPercentage" }}{{ $cpu = $svc.targetCPUUtilizationPercentage }}{{ end }}
+{{- $mem := $g.targetMemoryUtilizationPercentage }}
+{{- if hasKey $svc "targetMemoryUtilizationPercentage" }}{{ $mem = $svc.targetMemoryUtilizationPercentage }}{{ end }}
+enabled: {{ $enabled }}
+minReplicas: {{ int $min }}
+maxReplicas: {{ max (int $min) (int $max) }}
+cpu: {{ int $cpu }}
+memory: {{ int $mem }}
+{{- end }}
+
+{{/* Replicas of a scalable service when autoscaling is off: (list $ $values). */}}
+{{- define "threatview.replicas" -}}
+{{- $ctx := index . 0 }}
+{{- $v := index . 1 }}
+{{- if hasKey $v "replicas" }}{{ int $v.replicas }}{{ else }}{{ int $ctx.Values.defaultReplicas }}{{ end }}
+{{- end }}
+
+{{/* Pod-level security context: non-root, RuntimeDefault seccomp. */}}
+{{- define "threatview.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.podSecurityContext.runAsUser }}
+runAsGroup: {{ .Values.podSecurityContext.runAsGroup }}
+fsGroup: {{ .Values.podSecurityContext.fsGroup }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Container security context: read-only root, no capabilities, no escalation. */}}
+{{- define "threatview.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+privileged: false
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/*
+GOMAXPROCS and GOMEMLIMIT from the container's own limits. resourceFieldRef rounds
+limits.cpu up to whole CPUs (divisor 1) and gives limits.memory in bytes (divisor 1),
+which GOMEMLIMIT reads as bytes. The soft memory limit is thus the container limit
+itself: a fraction (say 90%) cannot be expressed with resourceFieldRef, and the services
+are pure Go, so nearly all their memory is under the runtime's control.
+*/}}
+{{- define "threatview.env.runtime" -}}
+- name: GOMAXPROCS
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.cpu
+      divisor: "1"
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
+      divisor: "1"
+{{- end }}
+
+{{/* Pod scheduling settings shared by every pod. */}}
+{{- define "threatview.podScheduling" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* A component's ConfigMap data, normalized (sorted keys, quoted values): (list $ "dataCollector"). */}}
+{{- define "threatview.configData" -}}
+{{- include (printf "threatview.config.%s" (index . 1)) (index . 0) | fromYaml | toYaml }}
+{{- end }}
+
+{{/* A component's env list: the Go runtime's settings, then its Secret-backed variables: (list $ "dataCollector"). */}}
+{{- define "threatview.containerEnv" -}}
+{{- $ctx := index . 0 }}
+{{- printf "%s\n%s" (include "threatview.env.runtime" $ctx) (include (printf "threatview.secretEnv.%s" (index . 1)) $ctx) | fromYamlArray | toYaml }}
+{{- end }}
