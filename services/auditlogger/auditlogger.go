@@ -98,7 +98,7 @@ func Normalize(r *wire.AuditRecord, keepBody bool) {
 func Validate(r *wire.AuditRecord, index int) error {
 	fail := func(field, reason string) error { return &FieldError{Index: index, Field: field, Reason: reason} }
 	switch {
-	case !isUUID(r.ID):
+	case !wire.IsUUID(r.ID):
 		return fail("id", "not a UUID")
 	case r.Time.IsZero():
 		return fail("time", "missing")
@@ -154,31 +154,10 @@ func Validate(r *wire.AuditRecord, index int) error {
 	return nil
 }
 
-// isUUID accepts the canonical 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // ParseID returns the 16 bytes of a canonical UUID string.
 func ParseID(s string) ([16]byte, bool) {
 	var id [16]byte
-	if !isUUID(s) {
+	if !wire.IsUUID(s) {
 		return id, false
 	}
 	j := 0

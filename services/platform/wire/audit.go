@@ -35,7 +35,7 @@ type AuditBatch struct {
 // Validate checks one record; the error names the field.
 func (r AuditRecord) Validate() error {
 	switch {
-	case !isUUID(r.ID):
+	case !IsUUID(r.ID):
 		return fmt.Errorf("id %q is not a UUID", r.ID)
 	case r.Time.IsZero():
 		return errors.New("time is missing")

@@ -99,7 +99,7 @@ func DecodeEventBatch(body []byte) (EventBatch, error) {
 
 func (e Event) validate() error {
 	switch {
-	case !isUUID(e.ID):
+	case !IsUUID(e.ID):
 		return fmt.Errorf("id %q is not a UUID", e.ID)
 	case e.Type == "":
 		return errors.New("type is empty")
@@ -115,8 +115,8 @@ func (e Event) validate() error {
 	return nil
 }
 
-// isUUID accepts the canonical 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
+// IsUUID reports whether s is a UUID in the canonical 8-4-4-4-12 hex form.
+func IsUUID(s string) bool {
 	if len(s) != 36 {
 		return false
 	}
