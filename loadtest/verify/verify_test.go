@@ -1,0 +1,217 @@
+package verify
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"threatview/migrations"
+	"threatview/platform/testenv"
+)
+
+func mustEventsDB(t *testing.T) *pgx.Conn {
+	t.Helper()
+	url := testenv.MustPostgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
+		t.Fatalf("migrate events DB: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+func exec(t *testing.T, conn *pgx.Conn, sql string, args ...any) {
+	t.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// store writes one event the way the processor does: event, fact, queue row.
+func store(t *testing.T, conn *pgx.Conn, id string, occurred time.Time, country string, model int, os string) {
+	t.Helper()
+	now := time.Now().UTC()
+	maker, name := "Google", "Pixel 8"
+	if model == 2 {
+		maker, name = "Apple", "iPhone15,2"
+	}
+	exec(t, conn, `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, country, manufacturer, device_model, os)
+		VALUES ($1, $2, $3, 'app.startup', 'demo-app', $4, $5, $6, $7)`, id, now, occurred, country, maker, name, os)
+	exec(t, conn, `INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os) VALUES ($1, $2, $3, 'demo-app', $4, $5, $6)`, id, now, occurred, country, model, os)
+}
+
+// fold recomputes every rollup from facts, as an exact aggregator would.
+func fold(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	exec(t, conn, `SET TIME ZONE 'UTC'`)
+	for _, d := range rollups {
+		exec(t, conn, `DELETE FROM `+d.table)
+		bucket := strings.ReplaceAll(d.trunc, "e.", "")
+		exec(t, conn, fmt.Sprintf(`INSERT INTO %s (bucket, %s, count) SELECT %s, %s, count(*) FROM facts.facts GROUP BY 1, 2`, d.table, d.key, bucket, d.key))
+	}
+	exec(t, conn, `DELETE FROM facts.facts_to_process`)
+}
+
+func uuidN(n int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", n) }
+
+func TestCheckEventsAndRollups(t *testing.T) {
+	conn := mustEventsDB(t)
+	ctx := context.Background()
+	exec(t, conn, `INSERT INTO facts.device_models_dim (id, manufacturer, model) VALUES (1, 'Google', 'Pixel 8'), (2, 'Apple', 'iPhone15,2')`)
+	now := time.Now().UTC().Truncate(time.Second)
+	var ids []string
+	for i := 0; i < 20; i++ {
+		id := uuidN(i)
+		ids = append(ids, id)
+		occ := now.Add(-time.Duration(i) * 20 * time.Minute) // spans several hours, maybe two days
+		store(t, conn, id, occ, []string{"GB", "SE", "US"}[i%3], 1+i%2, []string{"android", "ios"}[i%2])
+	}
+	fold(t, conn)
+
+	t.Run("OK", func(t *testing.T) {
+		e, err := CheckEvents(ctx, conn, ids, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e != (Events{Accepted: 20, Distinct: 20, Stored: 20, Countries: 3}) {
+			t.Errorf("CheckEvents = %+v, want all 20 stored once", e)
+		}
+		rs, diff, err := CheckRollups(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 9 || diff != 0 {
+			t.Fatalf("CheckRollups = %d tables, diff %d", len(rs), diff)
+		}
+		for _, r := range rs {
+			if r.Mismatched != 0 || r.Rows == 0 || r.Rows != r.Truth {
+				t.Errorf("%s: %+v, want equal to count(*)", r.Table, r)
+			}
+		}
+		if n, err := WaitDrained(ctx, conn, 0, nil); err != nil || n != 0 {
+			t.Errorf("WaitDrained = %d, %v; want 0", n, err)
+		}
+	})
+
+	t.Run("Missing", func(t *testing.T) {
+		e, err := CheckEvents(ctx, conn, append([]string{uuidN(999)}, ids...), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Missing != 1 || e.Stored != 20 || e.Duplicated != 0 {
+			t.Errorf("CheckEvents = %+v, want 1 missing", e)
+		}
+	})
+
+	t.Run("RollupOff", func(t *testing.T) {
+		exec(t, conn, `UPDATE facts.events_by_country_per_day SET count = count + 1 WHERE country = 'SE'`)
+		exec(t, conn, `INSERT INTO facts.events_by_os_per_hour (bucket, os, count) VALUES ('2001-01-01 00:00:00+00', 'android', 3)`)
+		rs, _, err := CheckRollups(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, r := range rs {
+			got[r.Table] = r.Mismatched
+		}
+		if got["facts.events_by_country_per_day"] == 0 || got["facts.events_by_os_per_hour"] != 1 || got["facts.events_by_os_per_day"] != 0 {
+			t.Errorf("mismatches = %v, want country/day and one os/hour bucket", got)
+		}
+		fold(t, conn)
+	})
+
+	t.Run("Duplicated", func(t *testing.T) {
+		// The same id again with another receive time: the unique key allows it,
+		// exactly-once forbids it.
+		exec(t, conn, `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, country, manufacturer, device_model, os)
+			VALUES ($1, now() - interval '1 second', now(), 'app.startup', 'demo-app', 'GB', 'Google', 'Pixel 8', 'android')`, ids[3])
+		e, err := CheckEvents(ctx, conn, ids, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Duplicated != 1 || e.Missing != 0 {
+			t.Errorf("CheckEvents = %+v, want 1 duplicated", e)
+		}
+		rs, diff, err := CheckRollups(ctx, conn)
+		if err != nil || diff != 1 {
+			t.Errorf("events minus facts = %d, %v; want 1", diff, err)
+		}
+		// The duplicate is counted by count(*) over events but not in the
+		// rollups: every dimension's hour bucket shows it.
+		for _, r := range rs {
+			if strings.HasSuffix(r.Table, "_per_hour") && r.Mismatched != 1 {
+				t.Errorf("%s: %d mismatched buckets, want 1", r.Table, r.Mismatched)
+			}
+		}
+	})
+
+	t.Run("Pending", func(t *testing.T) {
+		exec(t, conn, `INSERT INTO facts.facts_to_process (occurred_at, country, device_model_id, os) VALUES (now(), 'GB', 1, 'android')`)
+		n, err := WaitDrained(ctx, conn, 0, nil)
+		if err != nil || n != 1 {
+			t.Errorf("WaitDrained = %d, %v; want 1 pending", n, err)
+		}
+	})
+}
+
+func TestCheckAudit(t *testing.T) {
+	dsn := testenv.MustMariaDB(t)
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ctx := context.Background()
+	if _, err := migrations.Up(ctx, db, migrations.Audit); err != nil {
+		t.Fatalf("migrate audit DB: %v", err)
+	}
+	start := time.Now().UTC().Add(-time.Minute)
+	end := start.Add(30 * time.Second)
+	insert := func(n int, app string, outcome int, at time.Time) {
+		for i := 0; i < n; i++ {
+			_, err := db.ExecContext(ctx, `INSERT INTO audit_events (id, time, actor_app_id, action, outcome) VALUES (UNHEX(REPLACE(UUID(), '-', '')), ?, ?, 'events.ingest', ?)`, at, app, outcome)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	insert(5, "demo-app", 202, start.Add(time.Second))
+	insert(2, "demo-app", 401, start.Add(time.Second))  // not accepted
+	insert(3, "other-app", 202, start.Add(time.Second)) // another app
+	insert(4, "demo-app", 202, start.Add(-time.Hour))   // before the run
+	m := Manifest{AppID: "demo-app", Start: start, End: end, Requests: 5}
+	a, err := CheckAudit(ctx, db, m, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != (Audit{Expected: 5, Rows: 5}) {
+		t.Errorf("CheckAudit = %+v, want 5 of 5", a)
+	}
+	m.Requests = 6
+	if a, _ := CheckAudit(ctx, db, m, 0, nil); a.Rows != 5 {
+		t.Errorf("CheckAudit = %+v, want 5 rows found", a)
+	}
+}
+
+func TestReadIDs(t *testing.T) {
+	ids, err := ReadIDs(strings.NewReader("# comment\na\n\n b \nc"))
+	if err != nil || strings.Join(ids, ",") != "a,b,c" {
+		t.Errorf("ReadIDs = %q, %v", ids, err)
+	}
+}

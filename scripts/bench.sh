@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Threat View benchmark (make bench): Go benchmarks of every module, then a
+# short load run against the local stack (about 5 minutes on 2 cores), then
+# docs/performance.md.
+#
+# Steps: Go benchmarks -> sample event -> storage baseline -> run (warm-up +
+# plan at RATE, resources sampled) -> verify -> storage -> sweep -> users ->
+# overhead (a second collector with auditing off, started and stopped here)
+# -> report.
+#
+# Needs the stack up (make up) and .run/env. Tunables (environment):
+#   RATE=105 WARMUP=20s DURATION=60s          the reference-style run
+#   SWEEP_RATES=105,500,1000,1500,2000,2500,3000 SWEEP_STEP=10s
+#   USERS_LEVELS=5,100,500,1000 USERS_STEP=4s
+#   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
+#   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_USERS=1 SKIP_OVERHEAD=1
+#   BENCH_OUT=.run/bench  PAGE=docs/performance.md
+# The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$ROOT"
+if [ -z "${THREATVIEW_DEMO_TOKEN:-}" ] && [ -f .run/env ]; then
+  set -a; . .run/env; set +a
+fi
+
+RATE="${RATE:-105}"
+WARMUP="${WARMUP:-20s}"
+DURATION="${DURATION:-60s}"
+SWEEP_RATES="${SWEEP_RATES:-105,500,1000,1500,2000,2500,3000}"
+SWEEP_STEP="${SWEEP_STEP:-10s}"
+USERS_LEVELS="${USERS_LEVELS:-5,100,500,1000}"
+USERS_STEP="${USERS_STEP:-4s}"
+OVERHEAD_RATE="${OVERHEAD_RATE:-500}"
+OVERHEAD_USERS="${OVERHEAD_USERS:-50}"
+OVERHEAD_STEP="${OVERHEAD_STEP:-8s}"
+NOAUDIT_PORT="${NOAUDIT_PORT:-8090}"
+BENCHTIME="${BENCHTIME:-100ms}"
+OUT="${BENCH_OUT:-$ROOT/.run/bench}"
+PAGE="${PAGE:-docs/performance.md}"
+COLLECTOR_URL="${THREATVIEW_COLLECTOR_URL:-http://127.0.0.1:8080}"
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
+
+[ -n "${THREATVIEW_DEMO_TOKEN:-}" ] || die "THREATVIEW_DEMO_TOKEN is not set: run 'make up' (it writes .run/env)"
+[ -n "${EVENTS_DATABASE_URL:-}" ] || die "EVENTS_DATABASE_URL is not set: run 'make up'"
+curl -fsS -m 2 -o /dev/null "$COLLECTOR_URL/healthz" || die "collector not answering at $COLLECTOR_URL: run 'make up'"
+for svc in processor auditworker; do
+  bash scripts/stack.sh status | grep -qE "^$svc +[0-9]+ +running" || log "warning: $svc is not running; verify will fail"
+done
+
+rm -rf "$OUT"
+mkdir -p "$OUT" .run/bin
+LT="$ROOT/.run/bin/loadtest"
+log "building loadtest"
+go build -o "$LT" ./loadtest/cmd/loadtest
+
+rc=0
+step() { # NAME CMD...: run a step, remember a failure, keep going
+  local name="$1"; shift
+  log "$name"
+  if ! "$@"; then log "$name failed"; rc=1; fi
+}
+
+# ------------------------------------------------------------------ Go benchmarks
+gobench() {
+  local m pkgs
+  : >"$OUT/gobench.txt"
+  while read -r m; do
+    [ -n "$m" ] || continue
+    # Only packages that have benchmarks: compiling every test binary of
+    # the workspace would take most of the time budget on 2 cores.
+    mapfile -t pkgs < <(cd "$m" && grep -rl --include='*_test.go' -E '^func Benchmark' . 2>/dev/null |
+      xargs -r -n1 dirname | sort -u)
+    [ "${#pkgs[@]}" -gt 0 ] || continue
+    log "go test -bench in ${m#"$ROOT"/} (${#pkgs[@]} packages)"
+    (cd "$m" && go test -run '^$' -bench . -benchmem -benchtime "$BENCHTIME" "${pkgs[@]}" 2>&1) |
+      grep -E '^(pkg:|Benchmark|FAIL|ok|---)' >>"$OUT/gobench.txt" || true
+  done < <(go list -m -f '{{.Dir}}')
+}
+if [ -z "${SKIP_GOBENCH:-}" ]; then step "Go benchmarks (benchtime $BENCHTIME)" gobench; fi
+
+# ------------------------------------------------------------------ setup notes
+{
+  printf -- '- OS: %s, kernel %s.\n' "$(. /etc/os-release 2>/dev/null && echo "${PRETTY_NAME:-unknown}")" "$(uname -r)"
+  if [ -n "${PG_BIN:-}" ] && [ -x "$PG_BIN/postgres" ]; then
+    printf -- '- %s (fsync and synchronous_commit on), ' "$("$PG_BIN/postgres" --version)"
+  fi
+  printf '%s, ' "$( (mariadbd --version || /usr/sbin/mariadbd --version) 2>/dev/null | sed 's/ *(.*//' | head -n1)"
+  printf 'ActiveMQ %s (persistent messages, STOMP); ' "$(ls /usr/share/activemq/lib/activemq-broker-*.jar 2>/dev/null | sed -E 's/.*broker-(.*)\.jar/\1/' | head -n1)"
+  printf 'all on 127.0.0.1 as started by `make up`.\n'
+  printf -- '- Services: collector, processor, audit logger, audit worker and tokens, one process each, built from this tree with %s.\n' "$(go env GOVERSION)"
+} >"$OUT/setup.md"
+"$LT" sample -pretty -seed 1 >"$OUT/sample-event.json" || true
+
+# ------------------------------------------------------------------ the run
+step "storage baseline" "$LT" storage -save "$OUT/storage-base.json"
+step "run: warm-up $WARMUP + plan $DURATION at $RATE req/s" \
+  "$LT" run -out "$OUT" -rate "$RATE" -warmup "$WARMUP" -duration "$DURATION" -pids "$ROOT/.run/pid"
+if [ -f "$OUT/run.json" ]; then
+  step "verify" "$LT" verify -in "$OUT" -wait 2m
+  step "storage" "$LT" storage -out "$OUT" -rate "$RATE" -baseline "$OUT/storage-base.json"
+fi
+
+if [ -z "${SKIP_SWEEP:-}" ]; then
+  step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
+fi
+if [ -z "${SKIP_USERS:-}" ]; then
+  step "users $USERS_LEVELS ($USERS_STEP each)" "$LT" users -out "$OUT" -users "$USERS_LEVELS" -duration "$USERS_STEP" -pause 2s
+fi
+
+# ------------------------------------------------------------------ audit overhead
+# A second collector, same binary and settings but AUDITLOGGER_SERVICE_URL
+# blank, on its own port; started here and stopped by its pid on exit.
+NOAUDIT_PID=""
+stop_noaudit() {
+  if [ -n "$NOAUDIT_PID" ] && kill -0 "$NOAUDIT_PID" 2>/dev/null; then
+    kill -TERM "$NOAUDIT_PID" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$NOAUDIT_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$NOAUDIT_PID" 2>/dev/null || true
+  fi
+  NOAUDIT_PID=""
+}
+trap stop_noaudit EXIT
+
+overhead() {
+  [ -x .run/bin/collector ] || { log "no .run/bin/collector (make up builds it)"; return 1; }
+  if curl -fsS -m 1 -o /dev/null "http://127.0.0.1:$NOAUDIT_PORT/healthz" 2>/dev/null; then
+    log "port $NOAUDIT_PORT is taken; set NOAUDIT_PORT"; return 1
+  fi
+  (
+    export HTTP_ADDR="127.0.0.1:$NOAUDIT_PORT" AUDITLOGGER_SERVICE_URL="" LOG_LEVEL=warn
+    export TOKENS_SERVICE_URL="${THREATVIEW_TOKENS_URL:-http://127.0.0.1:8083}"
+    export COLLECTOR_TRUSTED_PROXIES="${COLLECTOR_TRUSTED_PROXIES:-127.0.0.1/32}"
+    exec .run/bin/collector
+  ) </dev/null >>"$OUT/collector-noaudit.log" 2>&1 &
+  NOAUDIT_PID=$!
+  local i
+  for i in $(seq 1 100); do
+    curl -fsS -m 1 -o /dev/null "http://127.0.0.1:$NOAUDIT_PORT/healthz" 2>/dev/null && break
+    kill -0 "$NOAUDIT_PID" 2>/dev/null || { tail -n 20 "$OUT/collector-noaudit.log" >&2; return 1; }
+    sleep 0.1
+  done
+  local r=0
+  "$LT" overhead -out "$OUT" -off-url "http://127.0.0.1:$NOAUDIT_PORT" \
+    -rate "$OVERHEAD_RATE" -users "$OVERHEAD_USERS" -duration "$OVERHEAD_STEP" -warmup 3s || r=$?
+  stop_noaudit
+  return "$r"
+}
+if [ -z "${SKIP_OVERHEAD:-}" ]; then step "overhead: audit on vs off" overhead; fi
+
+# ------------------------------------------------------------------ the page
+step "report -> $PAGE" "$LT" report -in "$OUT" -o "$PAGE"
+log "results (Markdown, CSV, JSON, SVG) in ${OUT#"$ROOT"/}"
+exit "$rc"
