@@ -20,8 +20,10 @@ type LoggerConfig struct {
 	Queue       string `env:"AUDITLOGGER_QUEUE" envDefault:"/queue/threatview.audit"`
 	// CoalesceWindow is how long the first post of a broker message waits
 	// for others to join it. Posts arriving while earlier messages are in
-	// flight join the next message anyway.
-	CoalesceWindow time.Duration `env:"AUDITLOGGER_COALESCE_WINDOW" envDefault:"2ms"`
+	// flight join the next message anyway, so the default 0 batches by load
+	// alone: the collector has already coalesced its records, and a fixed
+	// wait here would add to the audit path, the slower of a request's two.
+	CoalesceWindow time.Duration `env:"AUDITLOGGER_COALESCE_WINDOW" envDefault:"0s"`
 	// MaxMessageBytes caps one broker message; a single post larger than
 	// this still goes as its own message.
 	MaxMessageBytes int `env:"AUDITLOGGER_MAX_MESSAGE_BYTES" envDefault:"1048576"`

@@ -35,7 +35,7 @@ type Config struct {
 	// BatchMaxEvents closes a batch once it holds this many events.
 	BatchMaxEvents int `env:"PROCESSOR_BATCH_MAX_EVENTS" envDefault:"2000"`
 	// BatchMaxWait closes a batch this long after its first message arrived.
-	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"5ms"`
+	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"25ms"`
 
 	// AggregateInterval is the pause between aggregation runs.
 	AggregateInterval time.Duration `env:"PROCESSOR_AGGREGATE_INTERVAL" envDefault:"1s"`

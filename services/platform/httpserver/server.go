@@ -10,8 +10,27 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"strings"
 	"time"
 )
+
+// withPprof routes /debug/pprof/ to the profiler and everything else to h.
+func withPprof(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/debug/pprof/") {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 // Config is the HTTP part of every service's configuration.
 type Config struct {
@@ -22,6 +41,9 @@ type Config struct {
 	IdleTimeout       time.Duration `env:"HTTP_IDLE_TIMEOUT" envDefault:"120s"`
 	ShutdownTimeout   time.Duration `env:"HTTP_SHUTDOWN_TIMEOUT" envDefault:"20s"`
 	MaxHeaderBytes    int           `env:"HTTP_MAX_HEADER_BYTES" envDefault:"16384"`
+	// Pprof serves net/http/pprof under /debug/pprof/ (off by default; for
+	// profiling a running service, never exposed through an Ingress).
+	Pprof bool `env:"HTTP_PPROF"`
 }
 
 // Run serves h on cfg.Addr (defaultAddr when blank) until ctx is cancelled,
@@ -35,6 +57,9 @@ func Run(ctx context.Context, cfg Config, defaultAddr string, h http.Handler, lo
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if cfg.Pprof {
+		h = withPprof(h)
 	}
 	srv := &http.Server{
 		Handler:           h,
