@@ -226,7 +226,7 @@ func CheckRollups(ctx context.Context, conn *pgx.Conn) ([]Rollup, int64, error) 
 // Audit is the outcome of the audit check.
 type Audit struct {
 	Expected int // accepted requests of the run
-	Rows     int // audit rows of the app with outcome 202 in the run's window
+	Rows     int // requests of the app audited with outcome 202 (not retracted) in the run's window
 }
 
 // CheckAudit counts the audit rows the run produced: rows of the run's app
@@ -239,9 +239,16 @@ func CheckAudit(ctx context.Context, db *sql.DB, m Manifest, wait time.Duration,
 	deadline := time.Now().Add(wait)
 	last := -1
 	for {
+		// A 202 record followed by a 503 one for the same request id was
+		// retracted by the collector (the events' publish failed after the
+		// audit record was durable): that request was not accepted.
 		err := db.QueryRowContext(ctx, `
-			SELECT count(*) FROM audit_events
-			 WHERE actor_app_id = ? AND outcome = 202 AND time >= ? AND time < ?`,
+			SELECT count(*) FROM audit_events a
+			 WHERE a.actor_app_id = ? AND a.action = 'events.collect' AND a.outcome = 202
+			   AND a.time >= ? AND a.time < ?
+			   AND NOT EXISTS (SELECT 1 FROM audit_events r
+			                    WHERE r.actor_app_id = a.actor_app_id AND r.action = a.action
+			                      AND r.request_id = a.request_id AND r.outcome = 503 AND r.time >= a.time)`,
 			m.AppID, from, to).Scan(&a.Rows)
 		if err != nil {
 			return a, fmt.Errorf("count audit rows: %w", err)

@@ -185,7 +185,7 @@ func TestCheckAudit(t *testing.T) {
 	end := start.Add(30 * time.Second)
 	insert := func(n int, app string, outcome int, at time.Time) {
 		for i := 0; i < n; i++ {
-			_, err := db.ExecContext(ctx, `INSERT INTO audit_events (id, time, actor_app_id, action, outcome) VALUES (UNHEX(REPLACE(UUID(), '-', '')), ?, ?, 'events.ingest', ?)`, at, app, outcome)
+			_, err := db.ExecContext(ctx, `INSERT INTO audit_events (id, time, actor_app_id, action, outcome) VALUES (UNHEX(REPLACE(UUID(), '-', '')), ?, ?, 'events.collect', ?)`, at, app, outcome)
 			if err != nil {
 				t.Fatal(err)
 			}

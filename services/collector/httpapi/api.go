@@ -252,6 +252,9 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	errEvents := eventsTicket.Wait()
 	errAudit := auditTicket.Wait()
 	if err := errors.Join(errEvents, errAudit); err != nil {
+		if errEvents != nil && errAudit == nil && a.audit != nil {
+			a.auditRetraction(r, rid, id, len(events))
+		}
 		a.reject(w, r, err)
 		return
 	}
@@ -309,6 +312,20 @@ func (a *API) auditRejection(r *http.Request, rid string, id collector.Identity,
 		return
 	}
 	rec := a.auditRecord(r, rid, id, status, 0, a.now())
+	b := getBuf()
+	if err := encodeList(b, []wire.AuditRecord{rec}); err == nil {
+		a.audit.Add(b.Bytes(), 1)
+	}
+	putBuf(b)
+}
+
+// auditRetraction follows an accepted request's audit record, already
+// durable, with one saying 503 under the same request id when the events'
+// publish failed: the audit trail then tells that the request was refused
+// after all. A request's outcome is the last record of its request id.
+// Best effort, like auditRejection: the client is answered 503 either way.
+func (a *API) auditRetraction(r *http.Request, rid string, id collector.Identity, n int) {
+	rec := a.auditRecord(r, rid, id, http.StatusServiceUnavailable, n, a.now())
 	b := getBuf()
 	if err := encodeList(b, []wire.AuditRecord{rec}); err == nil {
 		a.audit.Add(b.Bytes(), 1)

@@ -368,6 +368,37 @@ func TestPostEvents_Unavailable(t *testing.T) {
 		}
 		errorBody(t, w)
 	})
+	t.Run("ErrBrokerAfterAudit", func(t *testing.T) {
+		// The audit record (outcome 202) is durable but the events' publish
+		// fails: the client gets 503 and the audit trail a retraction.
+		var f *fixture
+		f = newFixture(t, withAudit(&f))
+		f.events.fail = fmt.Errorf("%w: receipt timeout", collector.ErrUnavailable)
+		w := f.do(t, post(event))
+		if w.Code != 503 {
+			t.Fatalf("status = %d, want 503", w.Code)
+		}
+		var outcomes []int
+		rids := map[string]bool{}
+		deadline := time.Now().Add(5 * time.Second)
+		for len(outcomes) < 2 && time.Now().Before(deadline) {
+			outcomes, rids = outcomes[:0], map[string]bool{}
+			for _, m := range f.audit.messages() {
+				var b wire.AuditBatch
+				if err := json.Unmarshal(m, &b); err != nil {
+					t.Fatalf("audit message %s: %v", m, err)
+				}
+				for _, r := range b.Records {
+					outcomes = append(outcomes, r.Outcome)
+					rids[r.RequestID] = true
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(outcomes) != 2 || outcomes[0] != 202 || outcomes[1] != 503 || len(rids) != 1 {
+			t.Fatalf("audit outcomes = %v for %d request ids, want [202 503] for one request", outcomes, len(rids))
+		}
+	})
 	t.Run("ErrOverloaded", func(t *testing.T) {
 		hold := make(chan struct{})
 		f := newFixture(t, func(d *httpapi.Deps) { d.MaxInFlight = 1 })
