@@ -3,19 +3,6 @@
 // /v1/audit pages through the stored trail. Listens on :8081.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "threatview/platform/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "auditlogger:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("auditlogger", run) }

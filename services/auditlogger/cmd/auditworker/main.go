@@ -3,19 +3,6 @@
 // audit_events. Ops endpoints (/healthz, /readyz, /metrics) listen on :8084.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "threatview/platform/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "auditworker:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("auditworker", run) }

@@ -4,17 +4,13 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
+	"io"
+
+	"threatview/platform/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout, nil); err != nil {
-		fmt.Fprintln(os.Stderr, "collector:", err)
-		os.Exit(1)
-	}
+	cli.Main("collector", func(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+		return run(ctx, getenv, stdout, nil)
+	})
 }

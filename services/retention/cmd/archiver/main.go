@@ -8,18 +8,6 @@
 // partition if missing); running it again changes nothing.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "threatview/platform/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		os.Exit(1)
-	}
-}
+func main() { cli.MainArgs("archiver", run) }

@@ -3,18 +3,6 @@
 // retention). Flags: --dry-run lists what it would drop and drops nothing.
 package main
 
-import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "threatview/platform/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
-	stop()
-	if err != nil {
-		os.Exit(1)
-	}
-}
+func main() { cli.MainArgs("cleanup", run) }

@@ -2,19 +2,6 @@
 // introspects app tokens (default port 8083).
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "threatview/platform/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Getenv, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "tokens:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("tokens", run) }
