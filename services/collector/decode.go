@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -52,6 +53,10 @@ const (
 // *FieldError naming the event index and field. Index is -1 for a body that
 // is a single event.
 func Decode(data []byte) ([]Input, error) {
+	// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", ErrMalformed)
+	}
 	// A body no larger than one event cannot hold an event over the limit,
 	// so it is decoded in one pass. Anything that fails there is decoded
 	// again the careful way, which names the event and field.
@@ -265,6 +270,14 @@ func (in *Input) validate(i int) error {
 	}
 	if isNull(in.Attributes) {
 		in.Attributes = nil
+	}
+	// Refuse here what Postgres would refuse later (a NUL, an unpaired
+	// surrogate escape, a number beyond numeric): a 202 must never end in
+	// the dead-letter queue.
+	probe := wire.Event{Type: in.Type, App: in.App, Device: in.Device, Threats: in.Threats, Attributes: in.Attributes}
+	var se *wire.StorableError
+	if err := probe.Storable(); errors.As(err, &se) {
+		return bad(se.Field, se.Reason)
 	}
 	return nil
 }

@@ -99,7 +99,9 @@ type WriteResult struct {
 type Store interface {
 	// WriteBatch stores events and their facts in one transaction, skipping
 	// events already stored (see the postgres package for how far back).
-	// When it returns nil the batch is durable. Errors wrap ErrUnavailable.
+	// When it returns nil the batch is durable. Errors wrap ErrUnstorable
+	// when Postgres refuses a value of the batch (retrying cannot help) and
+	// ErrUnavailable otherwise.
 	WriteBatch(ctx context.Context, events []wire.Event) (WriteResult, error)
 }
 

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,6 +159,10 @@ type postBody struct {
 // (not JSON of the right shape), ErrInvalid (a *FieldError naming field and
 // index) or ErrTooLarge (more than maxRecords).
 func DecodePost(data []byte, maxRecords int, keepBody bool) ([]wire.AuditRecord, error) {
+	// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", auditlogger.ErrMalformed)
+	}
 	var pb postBody
 	if err := json.Unmarshal(data, &pb); err != nil {
 		var ute *json.UnmarshalTypeError

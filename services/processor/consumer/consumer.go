@@ -6,6 +6,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -51,6 +52,7 @@ func New(store processor.Store, dlq Publisher, cfg Config, m *processor.Metrics,
 // batch is what one transaction handles.
 type batch struct {
 	deliveries []*mq.Delivery // the good messages, acked together after the commit
+	counts     []int          // events of each delivery, in order
 	events     []wire.Event
 	poison     []poison
 }
@@ -152,6 +154,7 @@ func (c *Consumer) add(b *batch, d *mq.Delivery) {
 		return
 	}
 	b.deliveries = append(b.deliveries, d)
+	b.counts = append(b.counts, len(eb.Events))
 	b.events = append(b.events, eb.Events...)
 }
 
@@ -166,8 +169,13 @@ func (c *Consumer) handle(ctx context.Context, b *batch) {
 		}
 	}
 	if len(b.events) > 0 {
-		res, ok := c.write(ctx, b.events)
-		if !ok {
+		res, err := c.write(ctx, b.events)
+		if errors.Is(err, processor.ErrUnstorable) {
+			// Some message holds a value Postgres refuses although it passed
+			// CheckStorable: find it by writing message by message.
+			res, err = c.isolate(ctx, b)
+		}
+		if err != nil {
 			return
 		}
 		c.metrics.EventsStored.Add(float64(res.Stored))
@@ -192,24 +200,54 @@ func (c *Consumer) handle(ctx context.Context, b *batch) {
 	c.metrics.BatchSeconds.Observe(time.Since(start).Seconds())
 }
 
-// write retries the batch with backoff until it commits or ctx ends. The
-// attempt in hand runs to completion even if ctx ends meanwhile.
-func (c *Consumer) write(ctx context.Context, events []wire.Event) (processor.WriteResult, bool) {
+// write retries the batch with backoff until it commits, Postgres refuses
+// its data (an error wrapping ErrUnstorable, returned at once) or ctx ends
+// (ctx's error). The attempt in hand runs to completion even if ctx ends
+// meanwhile.
+func (c *Consumer) write(ctx context.Context, events []wire.Event) (processor.WriteResult, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		res, err := c.store.WriteBatch(wctx, events)
 		cancel()
-		if err == nil {
-			return res, true
+		if err == nil || errors.Is(err, processor.ErrUnstorable) {
+			return res, err
 		}
 		c.metrics.WriteErrors.Inc()
 		c.log.Warn("batch write failed, retrying", "events", len(events), "err", err, "backoff", backoff.String())
 		if !sleep(ctx, backoff) {
-			return res, false
+			return res, ctx.Err()
 		}
 		backoff = min(backoff*2, 10*time.Second)
 	}
+}
+
+// isolate writes b's messages one at a time, dead-letters (and acks) each
+// one Postgres refuses, and leaves b.deliveries holding the stored ones. It
+// returns ctx's error if ctx ends first.
+func (c *Consumer) isolate(ctx context.Context, b *batch) (processor.WriteResult, error) {
+	var total processor.WriteResult
+	kept := b.deliveries[:0]
+	start := 0
+	for i, d := range b.deliveries {
+		events := b.events[start : start+b.counts[i]]
+		start += b.counts[i]
+		res, err := c.write(ctx, events)
+		switch {
+		case errors.Is(err, processor.ErrUnstorable):
+			if !c.deadLetter(ctx, poison{d: d, reason: truncate(err.Error(), maxReason)}) {
+				return total, ctx.Err()
+			}
+		case err != nil:
+			return total, err
+		default:
+			total.Stored += res.Stored
+			total.Duplicates += res.Duplicates
+			kept = append(kept, d)
+		}
+	}
+	b.deliveries = kept
+	return total, nil
 }
 
 // deadLetter sends p to the dead-letter queue, retrying until the broker

@@ -247,3 +247,62 @@ func TestConsumer_RandomEventsRollupsExact(t *testing.T) {
 	}
 	pgtest.AssertRollupsExact(t, h.pool, len(unique))
 }
+
+// refusingStore stands in for Postgres refusing one event's data (SQLSTATE
+// class 22) that CheckStorable did not foresee; everything else reaches
+// the real store.
+type refusingStore struct {
+	inner processor.Store
+	badID string
+}
+
+func (s refusingStore) WriteBatch(ctx context.Context, events []wire.Event) (processor.WriteResult, error) {
+	for _, e := range events {
+		if e.ID == s.badID {
+			return processor.WriteResult{}, fmt.Errorf("write batch: %w: invalid input syntax for type json", processor.ErrUnstorable)
+		}
+	}
+	return s.inner.WriteBatch(ctx, events)
+}
+
+func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
+	h := newHarness(t)
+	r := rand.New(rand.NewPCG(5, 5))
+	now := time.Now().UTC()
+	good1, bad, good2 := pgtest.Event(r, now, 0), pgtest.Event(r, now, 0), pgtest.Event(r, now, 0)
+	// All three are queued before the consumer starts, so they share a batch.
+	for _, e := range []wire.Event{good1, bad, good2} {
+		h.send(t, pgtest.Body(t, e))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
+	sub := mq.Subscribe(ctx, h.broker, h.queue, 100, h.log)
+	c := consumer.New(refusingStore{inner: h.store, badID: bad.ID}, h.pub,
+		consumer.Config{Queue: h.queue, MaxEvents: 100, MaxWait: 200 * time.Millisecond}, h.metrics, h.log)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, sub.C()) }()
+
+	waitFor(t, "both good events", func() bool {
+		return h.count(t, "SELECT count(*) FROM events.events WHERE id IN ($1, $2)", good1.ID, good2.ID) == 2
+	})
+	select {
+	case d := <-dlq.C():
+		if string(d.Body) != string(pgtest.Body(t, bad)) {
+			t.Errorf("dead letter body = %s, want the refused message", d.Body)
+		}
+		if reason := d.Header(wire.HeaderDeadLetterReason); !strings.Contains(reason, "cannot be stored") {
+			t.Errorf("dead letter reason = %q", reason)
+		}
+		_ = d.Ack()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refused message never reached the dead-letter queue")
+	}
+	if got := h.count(t, "SELECT count(*) FROM events.events WHERE id = $1", bad.ID); got != 0 {
+		t.Fatalf("refused event stored %d times", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}

@@ -161,6 +161,9 @@ func (s *Store) WriteBatch(ctx context.Context, events []wire.Event) (processor.
 		}
 		n, err = s.write(ctx, events, prevMonth(lo))
 	}
+	if isDataException(err) {
+		return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnstorable, err)
+	}
 	if err != nil {
 		return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnavailable, err)
 	}
@@ -204,6 +207,14 @@ func receivedRange(events []wire.Event) (lo, hi time.Time) {
 func prevMonth(t time.Time) time.Time {
 	t = t.UTC()
 	return time.Date(t.Year(), t.Month()-1, 1, 0, 0, 0, 0, time.UTC)
+}
+
+// isDataException reports an error of SQLSTATE class 22 (data exception:
+// a value Postgres refuses, such as an invalid jsonb escape). Retrying the
+// same data can never succeed, unlike a lost connection or a deadlock.
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
 func isNoPartition(err error) bool {

@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -222,9 +224,17 @@ func (h *handler) introspect(w http.ResponseWriter, r *http.Request) {
 // is read as JSON whatever its Content-Type: operators call these endpoints
 // with curl -d, which labels the body as a form.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil && !utf8.Valid(data) {
+		// encoding/json would turn invalid UTF-8 into U+FFFD silently.
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not valid UTF-8", nil)
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
+	if err == nil {
+		err = dec.Decode(dst)
+	}
 	if err == nil {
 		if dec.Decode(&struct{}{}) != io.EOF {
 			httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body must hold exactly one JSON object", nil)
