@@ -53,14 +53,11 @@ const (
 // *FieldError naming the event index and field. Index is -1 for a body that
 // is a single event.
 func Decode(data []byte) ([]Input, error) {
-	// encoding/json would turn invalid UTF-8 into U+FFFD silently.
-	if !utf8.Valid(data) {
-		return nil, fmt.Errorf("%w: the body is not valid UTF-8", ErrMalformed)
-	}
 	// A body no larger than one event cannot hold an event over the limit,
 	// so it is decoded in one pass. Anything that fails there is decoded
-	// again the careful way, which names the event and field.
-	if len(data) <= MaxEventBytes {
+	// again the careful way, which names the event and field (and refuses
+	// invalid UTF-8, which encoding/json would turn into U+FFFD silently).
+	if len(data) <= MaxEventBytes && utf8.Valid(data) {
 		if in, ok := decodeFast(data); ok {
 			return in, nil
 		}
@@ -102,6 +99,9 @@ func decodeFast(data []byte) ([]Input, bool) {
 // decodeCareful decodes the envelope first and then each event on its own,
 // so that errors carry the event index and per-event sizes are exact.
 func decodeCareful(data []byte) ([]Input, error) {
+	if !utf8.Valid(data) {
+		return nil, fmt.Errorf("%w: the body is not valid UTF-8", ErrMalformed)
+	}
 	var b body
 	if err := strictUnmarshal(data, &b); err != nil {
 		return nil, jsonError(err, -1)
