@@ -241,14 +241,15 @@ func CheckAudit(ctx context.Context, db *sql.DB, m Manifest, wait time.Duration,
 	for {
 		// A 202 record followed by a 503 one for the same request id was
 		// retracted by the collector (the events' publish failed after the
-		// audit record was durable): that request was not accepted.
+		// audit record was durable): that request was not accepted. One
+		// range scan of the app's index, grouped by request.
 		err := db.QueryRowContext(ctx, `
-			SELECT count(*) FROM audit_events a
-			 WHERE a.actor_app_id = ? AND a.action = 'events.collect' AND a.outcome = 202
-			   AND a.time >= ? AND a.time < ?
-			   AND NOT EXISTS (SELECT 1 FROM audit_events r
-			                    WHERE r.actor_app_id = a.actor_app_id AND r.action = a.action
-			                      AND r.request_id = a.request_id AND r.outcome = 503 AND r.time >= a.time)`,
+			SELECT count(*) FROM (
+			  SELECT request_id, MAX(outcome = 202) AS accepted, MAX(outcome = 503) AS retracted
+			    FROM audit_events
+			   WHERE actor_app_id = ? AND action = 'events.collect' AND time >= ? AND time < ?
+			   GROUP BY request_id) r
+			 WHERE r.accepted AND NOT r.retracted`,
 			m.AppID, from, to).Scan(&a.Rows)
 		if err != nil {
 			return a, fmt.Errorf("count audit rows: %w", err)

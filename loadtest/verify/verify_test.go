@@ -183,15 +183,23 @@ func TestCheckAudit(t *testing.T) {
 	}
 	start := time.Now().UTC().Add(-time.Minute)
 	end := start.Add(30 * time.Second)
+	seq := 0
+	insertAs := func(rid, app string, outcome int, at time.Time) {
+		_, err := db.ExecContext(ctx, `INSERT INTO audit_events (id, time, actor_app_id, action, outcome, request_id) VALUES (UNHEX(REPLACE(UUID(), '-', '')), ?, ?, 'events.collect', ?, ?)`, at, app, outcome, rid)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	insert := func(n int, app string, outcome int, at time.Time) {
 		for i := 0; i < n; i++ {
-			_, err := db.ExecContext(ctx, `INSERT INTO audit_events (id, time, actor_app_id, action, outcome) VALUES (UNHEX(REPLACE(UUID(), '-', '')), ?, ?, 'events.collect', ?)`, at, app, outcome)
-			if err != nil {
-				t.Fatal(err)
-			}
+			seq++
+			insertAs(fmt.Sprintf("req-%d", seq), app, outcome, at)
 		}
 	}
 	insert(5, "demo-app", 202, start.Add(time.Second))
+	// A request audited 202 and then retracted (its events' publish failed).
+	insertAs("req-retracted", "demo-app", 202, start.Add(2*time.Second))
+	insertAs("req-retracted", "demo-app", 503, start.Add(3*time.Second))
 	insert(2, "demo-app", 401, start.Add(time.Second))  // not accepted
 	insert(3, "other-app", 202, start.Add(time.Second)) // another app
 	insert(4, "demo-app", 202, start.Add(-time.Hour))   // before the run
