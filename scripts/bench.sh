@@ -46,8 +46,9 @@ die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 [ -n "${THREATVIEW_DEMO_TOKEN:-}" ] || die "THREATVIEW_DEMO_TOKEN is not set: run 'make up' (it writes .run/env)"
 [ -n "${EVENTS_DATABASE_URL:-}" ] || die "EVENTS_DATABASE_URL is not set: run 'make up'"
 curl -fsS -m 2 -o /dev/null "$COLLECTOR_URL/healthz" || die "collector not answering at $COLLECTOR_URL: run 'make up'"
+status="$(bash scripts/stack.sh status)"
 for svc in processor auditworker; do
-  bash scripts/stack.sh status | grep -qE "^$svc +[0-9]+ +running" || log "warning: $svc is not running; verify will fail"
+  grep -qE "^$svc +[0-9]+ +running" <<<"$status" || log "warning: $svc is not running; verify will fail"
 done
 
 rm -rf "$OUT"
@@ -104,6 +105,11 @@ if [ -f "$OUT/run.json" ]; then
 fi
 
 if [ -z "${SKIP_SWEEP:-}" ]; then
+  # The broker is a JVM: its hot paths are compiled during the first minutes
+  # of real load, and a cold one stalls for hundreds of milliseconds now and
+  # then. Warm it (and the caches) at a high rate first; not counted.
+  step "sweep warm-up: ${SWEEP_WARMUP:-30s} at ${SWEEP_WARMUP_RATE:-1500} req/s (not counted)" \
+    "$LT" run -quiet -out "$OUT/sweep-warmup" -rate "${SWEEP_WARMUP_RATE:-1500}" -warmup 0s -duration "${SWEEP_WARMUP:-30s}" -pids ""
   step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
 fi
 if [ -z "${SKIP_USERS:-}" ]; then

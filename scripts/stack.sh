@@ -322,7 +322,12 @@ password_encryption = 'scram-sha-256'
 fsync = on
 synchronous_commit = on
 full_page_writes = on
-max_wal_size = 2GB
+# Fewer, spread-out checkpoints: their fsyncs share the disk with the
+# broker's journal, and a burst of them stalls persistent sends.
+max_wal_size = 4GB
+checkpoint_timeout = 15min
+checkpoint_completion_target = 0.9
+log_checkpoints = on
 logging_collector = off
 log_line_prefix = '%m [%p] %q%u@%d '
 log_min_duration_statement = 1000
