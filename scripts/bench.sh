@@ -27,7 +27,7 @@ fi
 RATE="${RATE:-105}"
 WARMUP="${WARMUP:-20s}"
 DURATION="${DURATION:-60s}"
-SWEEP_RATES="${SWEEP_RATES:-105,500,1000,1500,2000,2500,3000}"
+SWEEP_RATES="${SWEEP_RATES:-105,500,1000,2000,3000,4000,5000}"
 SWEEP_STEP="${SWEEP_STEP:-10s}"
 USERS_LEVELS="${USERS_LEVELS:-5,100,500,1000}"
 USERS_STEP="${USERS_STEP:-4s}"
@@ -119,6 +119,12 @@ fi
 # ------------------------------------------------------------------ audit overhead
 # A second collector, same binary and settings but AUDITLOGGER_SERVICE_URL
 # blank, on its own port; started here and stopped by its pid on exit.
+# The reference's bulk load (1,000,000 records from 100 concurrent senders)
+# takes a few minutes more: BULK=1 make bench (BULK_COUNT for fewer).
+if [ -n "${BULK:-}" ]; then
+  step "bulk: ${BULK_COUNT:-1000000} records, 100 senders" "$LT" bulk -out "$OUT" -count "${BULK_COUNT:-1000000}" -users 100
+fi
+
 NOAUDIT_PID=""
 stop_noaudit() {
   if [ -n "$NOAUDIT_PID" ] && kill -0 "$NOAUDIT_PID" 2>/dev/null; then
