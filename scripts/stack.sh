@@ -12,7 +12,7 @@
 #
 # Data-dir access for the postgres/mysql users: the databases run as their own system
 # users, which must be able to traverse the path to their data dir. The repo may live
-# somewhere those users cannot reach (e.g. /root/...); we do not loosen permissions on
+# somewhere those users cannot reach (a private home directory, say); we do not loosen permissions on
 # directories we do not own. Instead, if `postgres` (or `mysql`) cannot traverse .run, or
 # the Unix-socket path would exceed the kernel's ~107-byte limit, the data dir is created
 # under /var/lib/threatview-dev/<hash of repo path>/NAME and .run/NAME is a symlink to it.
