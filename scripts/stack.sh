@@ -655,6 +655,7 @@ cmd_up() {
   cmd_migrate
   cmd_services_up
   cmd_status
+  load_secrets
   cat <<EOF
 
 Threat View local stack is up (state in .run/, logs in .run/log/):
@@ -662,6 +663,9 @@ Threat View local stack is up (state in .run/, logs in .run/log/):
   mariadb    127.0.0.1:$MARIADB_PORT   dbs audit, tokens (user/pass threatview)
   activemq   STOMP 127.0.0.1:$STOMP_PORT (OpenWire 127.0.0.1:$OPENWIRE_PORT)
   collector :8080  auditlogger :8081  processor :8082  tokens :8083  auditworker :8084
+
+Demo app: demo-app, token ${DEMO_TOKEN:-(not created: is the tokens service up?)}
+(also in .run/env as THREATVIEW_DEMO_APP and THREATVIEW_DEMO_TOKEN)
 
 Post an event:
   . .run/env && curl -sS -X POST "\$THREATVIEW_COLLECTOR_URL/v1/events" -H "Authorization: Bearer \$THREATVIEW_DEMO_TOKEN" -H 'Content-Type: application/json' -d '{"type":"app.startup","app":{"id":"demo-app","version":"1.0.0"},"device":{"model":"Pixel 8","manufacturer":"Google","os":"android","os_version":"14"},"threats":[]}'
