@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,42 +32,11 @@ const (
 	internalKey = "tokenauth-internal"
 )
 
-// The tests run the real tokens service as a process (services never import
-// each other), built once per test binary.
-var (
-	buildOnce sync.Once
-	buildDir  string
-	binPath   string
-	buildErr  error
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
-
+// tokensBinary is the real tokens service, run as a process (services never
+// import each other), built once per test binary.
 func tokensBinary(t *testing.T) string {
 	t.Helper()
-	root := testenv.Root(t)
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "tokenauth-test")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(buildDir, "tokens")
-		cmd := exec.Command("go", "build", "-o", binPath, "./services/tokens/cmd/tokens")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build tokens: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testenv.MustBuild(t, "./services/tokens/cmd/tokens")
 }
 
 // tokensService is a running tokens process behind a proxy that counts

@@ -29,7 +29,7 @@ func start(t *testing.T, env map[string]string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
-	var out syncBuffer
+	var out testenv.SyncBuffer
 	go func() {
 		done <- runWith(ctx, func(k string) string { return env[k] }, &out, func(a net.Addr) { addrc <- a.String() })
 	}()
@@ -48,23 +48,6 @@ func start(t *testing.T, env map[string]string) string {
 		t.Fatal("service did not start")
 	}
 	return ""
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func baseEnv(t *testing.T, dsn string, broker mq.Config, queue string) map[string]string {

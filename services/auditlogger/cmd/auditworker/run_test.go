@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -12,10 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,23 +28,6 @@ import (
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func workerEnv(dsn string, broker mq.Config, queue string) map[string]string {
 	return map[string]string{
@@ -68,7 +48,7 @@ type worker struct {
 	ops    string
 	cancel context.CancelFunc
 	done   chan error
-	out    *syncBuffer
+	out    *testenv.SyncBuffer
 }
 
 // startWorker runs the worker in process and returns once its ops server
@@ -76,7 +56,7 @@ type worker struct {
 func startWorker(t *testing.T, env map[string]string) *worker {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{cancel: cancel, done: make(chan error, 1), out: &syncBuffer{}}
+	w := &worker{cancel: cancel, done: make(chan error, 1), out: &testenv.SyncBuffer{}}
 	addrc := make(chan string, 1)
 	go func() {
 		w.done <- runWith(ctx, func(k string) string { return env[k] }, w.out, func(a net.Addr) { addrc <- a.String() })
@@ -250,10 +230,7 @@ func TestRun_KillMidBatch(t *testing.T) {
 	broker := testenv.MustBroker(t)
 	dsn, db := audittest.MustDB(t)
 	queue := testenv.Queue("audit")
-	bin := filepath.Join(t.TempDir(), "auditworker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.MustBuild(t, "./services/auditlogger/cmd/auditworker")
 	const messages, per = 60, 250
 	bodies := make([][]byte, messages)
 	t0 := time.Now()
@@ -271,7 +248,7 @@ func TestRun_KillMidBatch(t *testing.T) {
 		for k, v := range env {
 			cmd.Env = append(cmd.Env, k+"="+v)
 		}
-		var out syncBuffer
+		var out testenv.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

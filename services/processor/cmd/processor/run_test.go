@@ -2,10 +2,8 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -13,10 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -157,46 +153,17 @@ func assertExact(t *testing.T, s *stack, unique int) {
 	pgtest.AssertRollupsExact(t, s.pool, unique)
 }
 
-var (
-	buildOnce sync.Once
-	binary    string
-	buildErr  error
-	buildDir  string
-)
-
 // processorBinary builds this command once per test run.
 func processorBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "processor-test")
-		if buildErr != nil {
-			return
-		}
-		binary = filepath.Join(buildDir, "processor")
-		out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binary
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
+	return testenv.MustBuild(t, "./services/processor/cmd/processor")
 }
 
 // proc is a processor running as a child process.
 type proc struct {
 	cmd  *exec.Cmd
 	addr string
-	out  *syncWriter
+	out  *testenv.SyncBuffer
 	done chan error
 }
 
@@ -207,7 +174,7 @@ func startProc(t *testing.T, env map[string]string) *proc {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	p := &proc{cmd: cmd, addr: env["HTTP_ADDR"], out: &syncWriter{}, done: make(chan error, 1)}
+	p := &proc{cmd: cmd, addr: env["HTTP_ADDR"], out: &testenv.SyncBuffer{}, done: make(chan error, 1)}
 	cmd.Stdout = p.out
 	cmd.Stderr = p.out
 	if err := cmd.Start(); err != nil {
@@ -222,24 +189,6 @@ func startProc(t *testing.T, env map[string]string) *proc {
 		}
 	})
 	return p
-}
-
-// syncWriter is a bytes.Buffer safe to write and read concurrently.
-type syncWriter struct {
-	mu sync.Mutex
-	w  bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.String()
 }
 
 // TestProcess_CrashBetweenCommitAndAck kills the processor process right
@@ -339,7 +288,7 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	var out syncWriter
+	var out testenv.SyncBuffer
 	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out) }()
 	waitFor(t, 30*time.Second, "/readyz", func() bool { return status("http://"+addr+"/readyz") == http.StatusOK })
 	if got := status("http://" + addr + "/healthz"); got != http.StatusOK {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"threatview/platform/testenv"
 	"threatview/retention"
 	"threatview/retention/internal/retentiontest"
 	"threatview/retention/postgres"
@@ -25,10 +26,7 @@ func TestArchiver_CrashAndRerun(t *testing.T) {
 	month := retentiontest.Month(-2)
 	retentiontest.FillPostgres(t, db, month, 50)
 
-	bin := filepath.Join(t.TempDir(), "archiver")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := testenv.MustBuild(t, "./services/retention/cmd/archiver")
 	dir := t.TempDir()
 	vars := map[string]string{"EVENTS_DATABASE_URL": url, "AUDIT_DATABASE_DSN": "", "ARCHIVE_TARGET": "dir://" + dir,
 		"ARCHIVE_CHUNK_ROWS": "10", "LOG_LEVEL": "debug"}
