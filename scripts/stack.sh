@@ -41,9 +41,12 @@ LOOPBACK=127.0.0.1
 SERVICES=(
   "auditlogger|./services/auditlogger/cmd/auditlogger|127.0.0.1:8081"
   "auditworker|./services/auditlogger/cmd/auditworker|127.0.0.1:8084"
+  "identity|./services/identity/cmd/identity|127.0.0.1:8085"
   "tokens|./services/tokens/cmd/tokens|127.0.0.1:8083"
   "processor|./services/processor/cmd/processor|127.0.0.1:8082"
   "collector|./services/collector/cmd/collector|127.0.0.1:8080"
+  "visualrenderer|./services/visualrenderer/cmd/visualrenderer|127.0.0.1:8086"
+  "admininterface|./services/admininterface/cmd/admininterface|127.0.0.1:8087"
 )
 INFRA=(postgres mariadb activemq)
 
@@ -264,6 +267,10 @@ export STOMP_ADDR='127.0.0.1:$STOMP_PORT'
 export GEOIP_DB_PATH='$RUN/geoip/test.mmdb'
 export PG_BIN='$pgb'
 EOF
+  # Services that exist in this checkout add their URL.
+  if [ -d "$ROOT/services/identity" ]; then echo "export THREATVIEW_IDENTITY_URL='http://127.0.0.1:8085'" >>"$ENVFILE.tmp"; fi
+  if [ -d "$ROOT/services/visualrenderer" ]; then echo "export THREATVIEW_RENDERER_URL='http://127.0.0.1:8086'" >>"$ENVFILE.tmp"; fi
+  if [ -d "$ROOT/services/admininterface" ]; then echo "export THREATVIEW_ADMIN_UI_URL='http://127.0.0.1:8087'" >>"$ENVFILE.tmp"; fi
   chmod 644 "$ENVFILE.tmp"
   mv -f "$ENVFILE.tmp" "$ENVFILE"
 }
@@ -563,6 +570,11 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
     export GEOIP_DB_PATH="$RUN/geoip/test.mmdb"
     # The load test sends client addresses in X-Forwarded-For from loopback.
     export COLLECTOR_TRUSTED_PROXIES="127.0.0.1/32"
+  fi
+  # A service's own settings for the local stack, kept beside this script.
+  if [ -f "$ROOT/scripts/svc/$name.sh" ]; then
+    # shellcheck disable=SC1090
+    . "$ROOT/scripts/svc/$name.sh"
   fi
   # Per-service overrides (e.g. the load test turns auditing off with
   # AUDITLOGGER_SERVICE_URL= in .run/collector.env), applied last.
