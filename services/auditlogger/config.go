@@ -45,6 +45,10 @@ func (c *LoggerConfig) Validate() error {
 		return errors.New("INTERNAL_KEY is required (callers of POST /v1/audit present it)")
 	case c.AdminKey == "":
 		return errors.New("ADMIN_KEY is required (callers of GET /v1/audit present it)")
+	case c.AdminKey == c.InternalKey:
+		// Every service that posts records holds the internal key; it must
+		// not also read (or, through GET, enumerate) the whole trail.
+		return errors.New("ADMIN_KEY and INTERNAL_KEY must differ: the internal key must not grant admin calls")
 	case c.Queue == "":
 		return errors.New("AUDITLOGGER_QUEUE must not be empty")
 	case c.CoalesceWindow < 0 || c.CoalesceWindow > time.Second:
