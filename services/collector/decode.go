@@ -253,6 +253,9 @@ func (in *Input) validate(i int) error {
 		if err != nil {
 			return bad("occurred_at", "must be "+rfc3339Like)
 		}
+		if !InTimeRange(t) {
+			return bad("occurred_at", timeRangeMsg)
+		}
 		in.occurredAt = t.UTC()
 	}
 	if in.SentAt != "" {
@@ -260,7 +263,22 @@ func (in *Input) validate(i int) error {
 		if err != nil {
 			return bad("sent_at", "must be "+rfc3339Like)
 		}
+		if !InTimeRange(t) {
+			return bad("sent_at", timeRangeMsg)
+		}
 		in.sentAt = t.UTC()
+	}
+	// Nesting is checked before anything parses threats further: the
+	// envelope adds levels, and a document nested close to encoding/json's
+	// limit here would not decode there.
+	if nestingExceeds(in.Threats, MaxNesting) {
+		return bad("threats", fmt.Sprintf("nests deeper than %d levels", MaxNesting))
+	}
+	if nestingExceeds(in.Attributes, MaxNesting) {
+		return bad("attributes", fmt.Sprintf("nests deeper than %d levels", MaxNesting))
+	}
+	if k, ok := badThreat(in.Threats); !ok {
+		return bad(fmt.Sprintf("threats[%d]", k), `must be a string or an object with a "type" string`)
 	}
 	if in.EventID != "" {
 		in.EventID = strings.ToLower(in.EventID)
@@ -296,3 +314,74 @@ func isJSONKind(raw json.RawMessage, open byte) bool {
 }
 
 func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+
+// The rules that make every accepted event decodable and storable by the
+// processor (DESIGN.md, "Public contract").
+const (
+	// MaxNesting is how deep threats and attributes may nest: arrays and
+	// objects, the outer one included (`[]` is 1 level).
+	MaxNesting = 32
+	timeRangeMsg = "must lie between 1970-01-01 and 9999-12-31"
+)
+
+// Bounds of every time of an event, before and after skew correction: the
+// envelope writes times as RFC 3339, which has four-digit years only, and
+// nothing before the epoch is a real device clock.
+var (
+	MinTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// InTimeRange reports whether t lies within [MinTime, MaxTime].
+func InTimeRange(t time.Time) bool {
+	return !t.Before(MinTime) && !t.After(MaxTime)
+}
+
+// nestingExceeds reports whether the valid JSON raw nests arrays and
+// objects more than limit levels deep.
+func nestingExceeds(raw []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
+}
+
+// badThreat checks that every element of the threats array is a string or
+// an object whose "type" (the last one, as jsonb keeps it) is a string. It
+// returns the index of the first that is not.
+func badThreat(raw json.RawMessage) (int, bool) {
+	if len(raw) == 0 || isNull(raw) {
+		return 0, true
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return 0, false
+	}
+	for k, t := range list {
+		switch t[0] {
+		case '"':
+			continue
+		case '{':
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(t, &obj) == nil && len(obj["type"]) > 0 && obj["type"][0] == '"' {
+				continue
+			}
+		}
+		return k, false
+	}
+	return 0, true
+}

@@ -13,7 +13,7 @@ import (
 	"threatview/platform/wire"
 )
 
-const validEvent = `{"type":"app.startup","occurred_at":"2026-01-02T03:04:05Z","app":{"id":"a1","version":"1.0"},"device":{"model":"Pixel 8","os":"android"},"threats":[{"kind":"root"}],"attributes":{"k":"v"}}`
+const validEvent = `{"type":"app.startup","occurred_at":"2026-01-02T03:04:05Z","app":{"id":"a1","version":"1.0"},"device":{"model":"Pixel 8","os":"android"},"threats":[{"type":"root"}],"attributes":{"k":"v"}}`
 
 func TestDecode(t *testing.T) {
 	t.Run("OK single", func(t *testing.T) {
@@ -24,7 +24,7 @@ func TestDecode(t *testing.T) {
 		if len(in) != 1 || in[0].Type != "app.startup" || in[0].App.ID != "a1" || in[0].Device.Model != "Pixel 8" {
 			t.Fatalf("Decode = %+v", in)
 		}
-		if string(in[0].Threats) != `[{"kind":"root"}]` || string(in[0].Attributes) != `{"k":"v"}` {
+		if string(in[0].Threats) != `[{"type":"root"}]` || string(in[0].Attributes) != `{"k":"v"}` {
 			t.Fatalf("raw fields = %s %s", in[0].Threats, in[0].Attributes)
 		}
 	})

@@ -52,6 +52,10 @@ func CheckApp(in []Input, appID string) error {
 //     whenever it differs from what the client sent, original_occurred_at
 //     keeps the client's value;
 //   - country and client_ip: from the client address (see ClientIP).
+//
+// It returns a *FieldError wrapping ErrInvalid when skew correction moves
+// occurred_at outside [MinTime, MaxTime] (422: the contract bounds times
+// before and after the correction).
 func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 	ip := ClientIP(req.RemoteAddr, req.XFF, e.trusted)
 	country := UnknownCountry
@@ -85,7 +89,15 @@ func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 		ev.RequestID = req.RequestID
 		ev.Threats = src.Threats
 		ev.Attributes = src.Attributes
-		ev.OccurredAt, ev.OriginalOccurredAt = occurredAt(src, recv)
+		var ok bool
+		ev.OccurredAt, ev.OriginalOccurredAt, ok = occurredAt(src, recv)
+		if !ok {
+			idx := i
+			if len(in) == 1 {
+				idx = -1
+			}
+			return &FieldError{Index: idx, Field: "occurred_at", Message: timeRangeMsg + " once corrected by sent_at (clock skew)", Err: ErrInvalid}
+		}
 		ev.SentAt = nil
 		if !src.sentAt.IsZero() {
 			s := src.sentAt
@@ -95,14 +107,23 @@ func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 	return nil
 }
 
-// occurredAt applies skew correction and the future clamp.
-func occurredAt(in *Input, recv time.Time) (occurred time.Time, original *time.Time) {
+// occurredAt applies skew correction and the future clamp. ok is false when
+// the corrected time falls outside [MinTime, MaxTime].
+func occurredAt(in *Input, recv time.Time) (occurred time.Time, original *time.Time, ok bool) {
 	if in.occurredAt.IsZero() {
-		return recv, nil
+		return recv, nil, true
 	}
 	occurred = in.occurredAt
 	if !in.sentAt.IsZero() {
-		occurred = occurred.Add(recv.Sub(in.sentAt))
+		// In seconds and nanoseconds, not time.Duration: the skew between
+		// two valid times may exceed Duration's 292 years, and Sub would
+		// saturate silently.
+		sec := occurred.Unix() + recv.Unix() - in.sentAt.Unix()
+		nsec := int64(occurred.Nanosecond()) + int64(recv.Nanosecond()) - int64(in.sentAt.Nanosecond())
+		occurred = time.Unix(sec, nsec).UTC()
+		if !InTimeRange(occurred) {
+			return time.Time{}, nil, false
+		}
 	}
 	if occurred.Sub(recv) > MaxFutureSkew {
 		occurred = recv
@@ -111,7 +132,7 @@ func occurredAt(in *Input, recv time.Time) (occurred time.Time, original *time.T
 		o := in.occurredAt
 		original = &o
 	}
-	return occurred, original
+	return occurred, original, true
 }
 
 // ClientIP returns the client's address: the peer of the connection, or,

@@ -241,7 +241,7 @@ func consume(t *testing.T, cfg mq.Config, queue string, want int) []wire.EventBa
 }
 
 func event(app, extra string) string {
-	return fmt.Sprintf(`{"type":"app.startup","app":{"id":%q,"version":"2.1"},"device":{"model":"Pixel 8","manufacturer":"Google","os":"android","os_version":"14"},"threats":[{"kind":"root"}]%s}`, app, extra)
+	return fmt.Sprintf(`{"type":"app.startup","app":{"id":%q,"version":"2.1"},"device":{"model":"Pixel 8","manufacturer":"Google","os":"android","os_version":"14"},"threats":[{"type":"root"}]%s}`, app, extra)
 }
 
 func TestRun_AcceptedBatchArrivesWhole(t *testing.T) {
