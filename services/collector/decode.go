@@ -320,7 +320,7 @@ func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
 const (
 	// MaxNesting is how deep threats and attributes may nest: arrays and
 	// objects, the outer one included (`[]` is 1 level).
-	MaxNesting = 32
+	MaxNesting   = 32
 	timeRangeMsg = "must lie between 1970-01-01 and 9999-12-31"
 )
 
