@@ -1,0 +1,147 @@
+package authz_test
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"threatview/platform/authz"
+)
+
+func mustKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return priv
+}
+
+func mustSign(t *testing.T, priv ed25519.PrivateKey, user string, roles []string, at time.Time, ttl time.Duration) string {
+	t.Helper()
+	tok, err := authz.Sign(priv, user, roles, at, ttl, "jti-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// jwksServer serves the public keys of privs and counts fetches.
+func jwksServer(t *testing.T, privs *[]ed25519.PrivateKey, fetches *atomic.Int32) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		var set authz.JWKSet
+		for _, p := range *privs {
+			set.Keys = append(set.Keys, authz.PublicJWK(p.Public().(ed25519.PublicKey)))
+		}
+		_ = json.NewEncoder(w).Encode(set)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestRequire(t *testing.T) {
+	cur, other := mustKey(t), mustKey(t)
+	privs := []ed25519.PrivateKey{cur}
+	var fetches atomic.Int32
+	srv := jwksServer(t, &privs, &fetches)
+	auth := authz.New(authz.NewVerifier(authz.NewJWKS(srv.URL, time.Minute, nil)), "the-admin-key", nil)
+	var seen authz.Caller
+	h := auth.Require(authz.RoleAuditor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = authz.FromContext(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	now := time.Now()
+	valid := mustSign(t, cur, "alice", []string{"auditor"}, now, 5*time.Minute)
+	parts := strings.Split(valid, ".")
+	payload := []byte(parts[1])
+	payload[len(payload)-2] ^= 1
+	tampered := parts[0] + "." + string(payload) + "." + parts[2]
+	tests := []struct {
+		name, cred string
+		want       int
+		actor      string
+	}{
+		{"Auditor", valid, 204, "alice"},
+		{"Admin", mustSign(t, cur, "root", []string{"admin"}, now, time.Minute), 204, "root"},
+		{"AdminKey", "the-admin-key", 204, authz.ActorAdminKey},
+		{"WrongRole", mustSign(t, cur, "bob", []string{"analyst"}, now, time.Minute), 403, ""},
+		{"NoRoles", mustSign(t, cur, "bob", nil, now, time.Minute), 403, ""},
+		{"Expired", mustSign(t, cur, "alice", []string{"auditor"}, now.Add(-10*time.Minute), 5*time.Minute), 401, ""},
+		{"Tampered", tampered, 401, ""},
+		{"UnknownKey", mustSign(t, other, "alice", []string{"auditor"}, now, time.Minute), 401, ""},
+		{"Missing", "", 401, ""},
+		{"WrongKey", "not-the-admin-key", 401, ""},
+		{"NoneAlg", "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0." + parts[1] + ".", 401, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen = authz.Caller{}
+			req := httptest.NewRequest("GET", "/", nil)
+			if tt.cred != "" {
+				req.Header.Set("Authorization", "Bearer "+tt.cred)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.want {
+				t.Fatalf("status = %d %s, want %d", rec.Code, rec.Body, tt.want)
+			}
+			if tt.want != 204 {
+				var body struct{ Error struct{ Code string } }
+				if json.Unmarshal(rec.Body.Bytes(), &body) != nil || body.Error.Code == "" {
+					t.Fatalf("body = %s, want the JSON error", rec.Body)
+				}
+			}
+			if seen.Actor() != tt.actor {
+				t.Fatalf("actor = %q, want %q", seen.Actor(), tt.actor)
+			}
+		})
+	}
+}
+
+func TestJWKS_Rotation(t *testing.T) {
+	old, next := mustKey(t), mustKey(t)
+	privs := []ed25519.PrivateKey{old}
+	var fetches atomic.Int32
+	srv := jwksServer(t, &privs, &fetches)
+	jwks := authz.NewJWKS(srv.URL, time.Hour, nil)
+	jwks.MinRefetch = 0
+	v := authz.NewVerifier(jwks)
+	ctx := t.Context()
+	if _, err := v.Verify(ctx, mustSign(t, old, "a", []string{"admin"}, time.Now(), time.Minute)); err != nil {
+		t.Fatalf("Verify(old key) = %v", err)
+	}
+	// The identity service rotates: next signs, old is still published.
+	privs = []ed25519.PrivateKey{next, old}
+	if _, err := v.Verify(ctx, mustSign(t, next, "a", []string{"admin"}, time.Now(), time.Minute)); err != nil {
+		t.Fatalf("Verify(new key) = %v, want the set fetched again for the unknown kid", err)
+	}
+	if _, err := v.Verify(ctx, mustSign(t, old, "a", []string{"admin"}, time.Now(), time.Minute)); err != nil {
+		t.Fatalf("Verify(previous key) = %v", err)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Fatalf("fetches = %d, want 2 (one at start, one for the new kid)", n)
+	}
+}
+
+func TestJWKS_RefetchLimited(t *testing.T) {
+	cur := mustKey(t)
+	privs := []ed25519.PrivateKey{cur}
+	var fetches atomic.Int32
+	srv := jwksServer(t, &privs, &fetches)
+	v := authz.NewVerifier(authz.NewJWKS(srv.URL, time.Hour, nil))
+	for range 20 {
+		if _, err := v.Verify(t.Context(), mustSign(t, mustKey(t), "a", nil, time.Now(), time.Minute)); err == nil {
+			t.Fatal("Verify(unknown key) = nil, want an error")
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Fatalf("fetches = %d after 20 unknown kids, want 1", n)
+	}
+}
