@@ -1,4 +1,4 @@
-// Package migrations holds the schema of Threat View's three databases as
+// Package migrations holds the schema of Threat View's databases as
 // embedded SQL files (goose format) and the partition maintenance that keeps
 // monthly partitions ahead of time. The migrate command and the Helm hook Job
 // apply them; services never migrate at startup.
@@ -16,21 +16,24 @@ import (
 	"github.com/pressly/goose/v3/lock"
 )
 
-//go:embed events/*.sql audit/*.sql tokens/*.sql
+//go:embed events/*.sql audit/*.sql tokens/*.sql identity/*.sql
 var files embed.FS
 
 // Target names one of the databases.
 type Target string
 
-// The three databases.
+// The databases.
 const (
 	Events Target = "events" // Postgres: schemas events and facts
 	Audit  Target = "audit"  // MariaDB: audit_events
 	Tokens Target = "tokens" // MariaDB: tokens
+	// Identity is the identity service's MariaDB database: people, refresh
+	// tokens, sign-in throttling and pending OIDC sign-ins.
+	Identity Target = "identity"
 )
 
 // Targets lists every database in the order migrate applies them.
-var Targets = []Target{Events, Audit, Tokens}
+var Targets = []Target{Events, Audit, Tokens, Identity}
 
 // Up applies every pending migration of target to db and returns how many
 // were applied. Running it again applies nothing.

@@ -32,7 +32,7 @@ func main() {
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
 	fl := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	which := fl.String("db", "all", "database to migrate: events, audit, tokens or all")
+	which := fl.String("db", "all", "database to migrate: events, audit, tokens, identity or all")
 	ahead := fl.Int("ahead", 3, "months of partitions to create after the current one")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -51,8 +51,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			envName = "AUDIT_DATABASE_DSN"
 		case migrations.Tokens:
 			envName = "TOKENS_DATABASE_DSN"
+		case migrations.Identity:
+			envName = "IDENTITY_DATABASE_DSN"
 		default:
-			return fmt.Errorf("-db %q: want events, audit, tokens or all", *which)
+			return fmt.Errorf("-db %q: want events, audit, tokens, identity or all", *which)
 		}
 		dsn := getenv(envName)
 		if dsn == "" {
