@@ -65,6 +65,7 @@ type poison struct {
 func (b *batch) reset() {
 	clear(b.deliveries)
 	b.deliveries = b.deliveries[:0]
+	b.counts = b.counts[:0]
 	clear(b.events)
 	b.events = b.events[:0]
 	clear(b.poison)

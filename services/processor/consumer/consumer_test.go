@@ -253,12 +253,12 @@ func TestConsumer_RandomEventsRollupsExact(t *testing.T) {
 // the real store.
 type refusingStore struct {
 	inner processor.Store
-	badID string
+	bad   map[string]bool
 }
 
 func (s refusingStore) WriteBatch(ctx context.Context, events []wire.Event) (processor.WriteResult, error) {
 	for _, e := range events {
-		if e.ID == s.badID {
+		if s.bad[e.ID] {
 			return processor.WriteResult{}, fmt.Errorf("write batch: %w: invalid input syntax for type json", processor.ErrUnstorable)
 		}
 	}
@@ -278,7 +278,7 @@ func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
 	defer cancel()
 	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
 	sub := mq.Subscribe(ctx, h.broker, h.queue, 100, h.log)
-	c := consumer.New(refusingStore{inner: h.store, badID: bad.ID}, h.pub,
+	c := consumer.New(refusingStore{inner: h.store, bad: map[string]bool{bad.ID: true}}, h.pub,
 		consumer.Config{Queue: h.queue, MaxEvents: 100, MaxWait: 200 * time.Millisecond}, h.metrics, h.log)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sub.C()) }()
@@ -300,6 +300,63 @@ func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
 	}
 	if got := h.count(t, "SELECT count(*) FROM events.events WHERE id = $1", bad.ID); got != 0 {
 		t.Fatalf("refused event stored %d times", got)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestConsumer_FallbackAcrossBatches sends messages of mixed sizes that fill
+// several batches, with refused events in later batches, so the
+// message-by-message fallback must slice each batch's events by that
+// batch's own messages. (Before the fix the per-message counts of earlier
+// batches were kept: good events were acked but never stored, or the
+// consumer panicked.)
+func TestConsumer_FallbackAcrossBatches(t *testing.T) {
+	h := newHarness(t)
+	r := rand.New(rand.NewPCG(6, 6))
+	now := time.Now().UTC()
+	bad := map[string]bool{}
+	var good []string
+	var badBodies [][]byte
+	for i := range 40 {
+		events := make([]wire.Event, 1+r.IntN(7))
+		for j := range events {
+			events[j] = pgtest.Event(r, now, time.Hour)
+		}
+		if i >= 10 && i%7 == 3 {
+			bad[events[len(events)/2].ID] = true
+			badBodies = append(badBodies, pgtest.Body(t, events...))
+		} else {
+			for _, e := range events {
+				good = append(good, e.ID)
+			}
+		}
+		h.send(t, pgtest.Body(t, events...))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 100, h.log)
+	sub := mq.Subscribe(ctx, h.broker, h.queue, 100, h.log)
+	c := consumer.New(refusingStore{inner: h.store, bad: bad}, h.pub,
+		consumer.Config{Queue: h.queue, MaxEvents: 12, MaxWait: 200 * time.Millisecond}, h.metrics, h.log)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, sub.C()) }()
+
+	for i := range badBodies {
+		select {
+		case d := <-dlq.C():
+			_ = d.Ack()
+		case <-time.After(30 * time.Second):
+			t.Fatalf("dead letter %d of %d never arrived", i, len(badBodies))
+		}
+	}
+	waitFor(t, "every good event", func() bool {
+		return h.count(t, "SELECT count(*) FROM events.events WHERE id = ANY($1::uuid[])", good) == len(good)
+	})
+	if got := h.count(t, "SELECT count(*) FROM events.events"); got != len(good) {
+		t.Fatalf("events stored = %d, want the %d good ones", got, len(good))
 	}
 	cancel()
 	if err := <-done; err != nil {
