@@ -53,9 +53,16 @@ type NewToken struct {
 //     be sent, Revoke returns ErrAuditUnavailable with the token revoked; the
 //     operator retries, and a repeated revocation sends the same record again
 //     (its id derives from the token id, so the audit log stores it once).
+//
+// Revoke also announces the revocation (when an Announcer is given) after
+// the commit and before it answers, so every collector drops the token
+// within moments even if this service dies right after answering. When the
+// announcement is not confirmed Revoke returns ErrNotAnnounced with the
+// token revoked; a repeated revocation announces it again.
 type Service struct {
 	store    Store
 	audit    Auditor
+	announce Announcer
 	log      *slog.Logger
 	now      func() time.Time
 	interval time.Duration
@@ -65,15 +72,17 @@ type Service struct {
 	pending map[string]time.Time // token id → last use not yet written
 }
 
-// NewService returns a Service on store. audit may be nil (auditing off).
-// lastUsedInterval bounds how often last_used_at is written per token.
-func NewService(store Store, audit Auditor, lastUsedInterval time.Duration, log *slog.Logger) *Service {
+// NewService returns a Service on store. audit may be nil (auditing off),
+// and so may announce (revocations are not announced). lastUsedInterval
+// bounds how often last_used_at is written per token.
+func NewService(store Store, audit Auditor, announce Announcer, lastUsedInterval time.Duration, log *slog.Logger) *Service {
 	if lastUsedInterval <= 0 {
 		lastUsedInterval = time.Minute
 	}
 	return &Service{
 		store:    store,
 		audit:    audit,
+		announce: announce,
 		log:      log,
 		now:      func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) },
 		interval: lastUsedInterval,
@@ -127,8 +136,9 @@ func (s *Service) List(ctx context.Context, f Filter) ([]Token, error) {
 	return s.store.List(ctx, f)
 }
 
-// Revoke revokes the token with id (a no-op for a revoked one) and returns
-// it. Errors: ErrMalformed, ErrNotFound, ErrAuditUnavailable (the token is
+// Revoke revokes the token with id (a no-op for a revoked one, apart from
+// announcing and auditing it again) and returns it. Errors: ErrMalformed,
+// ErrNotFound, ErrNotAnnounced and ErrAuditUnavailable (in both the token is
 // revoked; see Service).
 func (s *Service) Revoke(ctx context.Context, id string, meta Meta) (Token, error) {
 	id, err := ParseID(id)
@@ -138,6 +148,11 @@ func (s *Service) Revoke(ctx context.Context, id string, meta Meta) (Token, erro
 	t, err := s.store.Revoke(ctx, id, s.now())
 	if err != nil {
 		return Token{}, fmt.Errorf("revoke token %s: %w", id, err)
+	}
+	if s.announce != nil {
+		if err := s.announce.Announce(ctx, t); err != nil {
+			return t, fmt.Errorf("announce revocation of token %s: %w", t.ID, err)
+		}
 	}
 	if s.audit != nil {
 		recID := uuid.NewSHA1(auditNamespace, []byte(ActionRevoke+":"+t.ID)).String()

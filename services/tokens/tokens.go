@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"threatview/platform/httpserver"
+	"threatview/platform/mq"
 )
 
 // Sentinel errors. Adapters translate driver errors into them; the httpapi
@@ -35,6 +37,10 @@ var (
 	// ErrAuditUnavailable means the audit logger could not record an
 	// action. Auditing is a promise: the action is not confirmed without it.
 	ErrAuditUnavailable = errors.New("audit logger unavailable")
+	// ErrNotAnnounced means a token was revoked in the database but the
+	// broker did not confirm the announcement to the collectors; repeating
+	// the revocation announces it again.
+	ErrNotAnnounced = errors.New("revocation not announced to the collectors")
 )
 
 // Prefix starts every app token so secret scanners can recognise one.
@@ -86,6 +92,13 @@ type Store interface {
 	TouchLastUsed(ctx context.Context, used map[string]time.Time) error
 	// Ping checks that the store is reachable.
 	Ping(ctx context.Context) error
+}
+
+// Announcer tells every collector that a token was revoked.
+type Announcer interface {
+	// Announce returns once the announcement is durable at the broker. It
+	// returns an error wrapping ErrNotAnnounced otherwise.
+	Announce(ctx context.Context, t Token) error
 }
 
 // NewPlain returns a fresh plain token (Prefix and 32 random bytes from
@@ -157,6 +170,12 @@ type Config struct {
 	AuditURL string `env:"AUDITLOGGER_SERVICE_URL"`
 	// AuditTimeout bounds one POST to the audit logger.
 	AuditTimeout time.Duration `env:"AUDITLOGGER_TIMEOUT" envDefault:"5s"`
+	// Broker carries the revocation announcements (STOMP_*).
+	Broker mq.Config
+	// RevocationsTopic is where revocations are announced; blank turns the
+	// announcements off (collectors then learn of a revocation only when
+	// their cache entry expires, and serve nothing stale).
+	RevocationsTopic string `env:"TOKENS_REVOCATIONS_TOPIC" envDefault:"/topic/threatview.revocations"`
 }
 
 // Validate checks relations between fields; the error names the variable.
@@ -169,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AuditTimeout <= 0 {
 		return fmt.Errorf("AUDITLOGGER_TIMEOUT must be positive, got %s", c.AuditTimeout)
+	}
+	if c.RevocationsTopic != "" && !strings.HasPrefix(c.RevocationsTopic, "/topic/") {
+		return fmt.Errorf("TOKENS_REVOCATIONS_TOPIC %q must be a topic (/topic/...) so every collector gets each revocation", c.RevocationsTopic)
 	}
 	if c.AuditURL != "" {
 		u, err := url.Parse(c.AuditURL)

@@ -3,7 +3,7 @@
 //	POST   /v1/tokens        admin key   {"app_id","name"} → 201 with the plain token, shown once
 //	GET    /v1/tokens        admin key   ?app_id=&limit= → {"tokens":[...]} (never a secret or hash)
 //	GET    /v1/tokens/{id}   admin key
-//	DELETE /v1/tokens/{id}   admin key   revoke → 204
+//	DELETE /v1/tokens/{id}   admin key   revoke → 204 once announced to the collectors (503 revocation_not_announced: repeat)
 //	POST   /v1/introspect    internal key {"token"} → {"active","token_id","app_id"}
 //
 // plus /healthz, /readyz and /metrics. The admin key and the internal key
@@ -173,6 +173,16 @@ func (h *handler) revoke(w http.ResponseWriter, r *http.Request) {
 	t, err := h.svc.Revoke(r.Context(), chi.URLParam(r, "id"), meta(r))
 	if err != nil {
 		h.changes.WithLabelValues(tokens.ActionRevoke, resultOf(err)).Inc()
+		if errors.Is(err, tokens.ErrNotAnnounced) {
+			// Revoked in the database, but a collector serving from its cache
+			// through a tokens outage might not know: the operator repeats the
+			// call, which announces it again.
+			h.log.Error("token revoked without announcement", "token_id", t.ID, "err", err)
+			w.Header().Set("Retry-After", "5")
+			httpserver.WriteError(w, http.StatusServiceUnavailable, "revocation_not_announced",
+				"token revoked, but the collectors were not told through the broker; repeat the request", map[string]any{"revoked": true})
+			return
+		}
 		if errors.Is(err, tokens.ErrAuditUnavailable) {
 			// The token is revoked, but the promise of an audit record is not
 			// kept yet: tell the operator to repeat the call.
@@ -296,6 +306,9 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func resultOf(err error) string {
+	if errors.Is(err, tokens.ErrNotAnnounced) {
+		return "not_announced"
+	}
 	if errors.Is(err, tokens.ErrAuditUnavailable) {
 		return "audit_unavailable"
 	}

@@ -41,6 +41,13 @@ type env struct {
 // auditURL may be blank (auditing off).
 func newEnv(t *testing.T, auditURL string) *env {
 	t.Helper()
+	return newEnvAnnouncing(t, auditURL, nil)
+}
+
+// newEnvAnnouncing is newEnv with revocations announced through announce
+// (nil: not announced).
+func newEnvAnnouncing(t *testing.T, auditURL string, announce tokens.Announcer) *env {
+	t.Helper()
 	db, err := mariadb.Open(testenv.MustMariaDB(t))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +64,7 @@ func newEnv(t *testing.T, auditURL string) *env {
 		auditor = auditlog.New(auditURL, internalKey, 2*time.Second, nil)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc := tokens.NewService(store, auditor, time.Hour, log)
+	svc := tokens.NewService(store, auditor, announce, time.Hour, log)
 	h := httpapi.New(svc, httpapi.Keys{Admin: adminKey, Internal: internalKey}, httpserver.NewRegistry(),
 		map[string]httpserver.Check{"database": store.Ping}, log)
 	srv := httptest.NewServer(h)

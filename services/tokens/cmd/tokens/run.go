@@ -11,8 +11,10 @@ import (
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
+	"threatview/platform/mq"
 	"threatview/tokens"
 	"threatview/tokens/auditlog"
+	"threatview/tokens/broker"
 	"threatview/tokens/httpapi"
 	"threatview/tokens/mariadb"
 )
@@ -45,7 +47,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	} else {
 		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
 	}
-	svc := tokens.NewService(store, auditor, cfg.LastUsedInterval, log)
+	checks := map[string]httpserver.Check{"database": store.Ping}
+	var announcer tokens.Announcer
+	if cfg.RevocationsTopic != "" {
+		pub := mq.NewPublisher(cfg.Broker, log)
+		defer pub.Close()
+		announcer = broker.New(pub, cfg.RevocationsTopic)
+		checks["broker"] = pub.Ping
+	} else {
+		log.Warn("revocations are not announced: TOKENS_REVOCATIONS_TOPIC is blank")
+	}
+	svc := tokens.NewService(store, auditor, announcer, cfg.LastUsedInterval, log)
 
 	// The last-used writer outlives the HTTP server so it can flush the
 	// uses of the final requests.
@@ -57,7 +69,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	reg := httpserver.NewRegistry()
 	h := httpapi.New(svc, httpapi.Keys{Admin: cfg.AdminKey, Internal: cfg.InternalKey}, reg,
-		map[string]httpserver.Check{"database": store.Ping}, log)
+		checks, log)
 	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}

@@ -35,7 +35,11 @@ func TestRun(t *testing.T) {
 	if _, err := migrations.Up(context.Background(), db, migrations.Tokens); err != nil {
 		t.Fatal(err)
 	}
+	broker := testenv.MustBroker(t)
 	env := map[string]string{
+		"STOMP_ADDR":          broker.Addr,
+		"STOMP_LOGIN":         broker.Login,
+		"STOMP_PASSCODE":      broker.Passcode,
 		"HTTP_ADDR":           "127.0.0.1:0",
 		"TOKENS_DATABASE_DSN": dsn,
 		"ADMIN_KEY":           "run-admin",
