@@ -43,7 +43,10 @@ func Up(ctx context.Context, db *sql.DB, target Target) (int, error) {
 		return 0, fmt.Errorf("migrations for %s: %w", target, err)
 	}
 	dialect := goose.DialectMySQL
-	var opts []goose.ProviderOption
+	// A migration numbered below one already applied (000003 added after
+	// 000050) is applied, not refused: numbers order the files, and a
+	// database migrated before the file existed still needs it.
+	opts := []goose.ProviderOption{goose.WithAllowOutofOrder(true)}
 	if target == Events {
 		dialect = goose.DialectPostgres
 		locker, err := lock.NewPostgresSessionLocker()

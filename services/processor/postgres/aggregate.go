@@ -16,32 +16,36 @@ const claimSQL = `
 WITH claimed AS (
 	DELETE FROM facts.facts_to_process
 	WHERE seq IN (SELECT seq FROM facts.facts_to_process ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-	RETURNING occurred_at, country, device_model_id, os
+	RETURNING occurred_at, app_id, country, device_model_id, os, threats
 )
-INSERT INTO facts.aggregate_staging (occurred_at, country, device_model_id, os)
-SELECT occurred_at, country, device_model_id, os FROM claimed`
+INSERT INTO facts.aggregate_staging (occurred_at, app_id, country, device_model_id, os, threats)
+SELECT occurred_at, app_id, country, device_model_id, os, threats FROM claimed`
 
-// rollupSQL adds the staged facts into the nine rollups. Buckets are UTC,
-// by the (skew-corrected) occurred_at, so a late event adds to its own past
-// bucket.
+// rollupSQL adds the staged facts into the twelve rollups, per app. Buckets
+// are UTC, by the (skew-corrected) occurred_at, so a late event adds to its
+// own past bucket. A threat rollup counts one per distinct threat type of
+// an event (facts.threats holds each type once).
 var rollupSQL = func() []string {
 	grains := []struct{ table, bucket string }{
 		{"hour", "date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"},
 		{"day", "(occurred_at AT TIME ZONE 'UTC')::date"},
 		{"month", "date_trunc('month', occurred_at AT TIME ZONE 'UTC')::date"},
 	}
-	keys := []struct{ table, col, expr string }{
-		{"country", "country", "country"},
-		{"device_model", "device_model_id", "device_model_id"},
-		{"os", "os", "os"},
+	keys := []struct{ table, col, expr, from string }{
+		{"country", "country", "country", "facts.aggregate_staging"},
+		{"device_model", "device_model_id", "device_model_id", "facts.aggregate_staging"},
+		{"os", "os", "os", "facts.aggregate_staging"},
+		{"threat", "threat", "x.threat", "facts.aggregate_staging s, unnest(s.threats) AS x(threat)"},
 	}
 	var out []string
 	for _, k := range keys {
 		for _, g := range grains {
-			out = append(out, fmt.Sprintf(`INSERT INTO facts.events_by_%s_per_%s AS t (bucket, %s, count)
-SELECT %s, %s, count(*) FROM facts.aggregate_staging GROUP BY 1, 2
-ON CONFLICT (bucket, %s) DO UPDATE SET count = t.count + excluded.count`,
-				k.table, g.table, k.col, g.bucket, k.expr, k.col))
+			// ORDER BY keeps the order rows are locked in the same in every
+			// run, so two aggregators (a leader hand-over) never deadlock.
+			out = append(out, fmt.Sprintf(`INSERT INTO facts.events_by_%s_per_%s AS t (app_id, bucket, %s, count)
+SELECT app_id, %s, %s, count(*) FROM %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+ON CONFLICT (app_id, bucket, %s) DO UPDATE SET count = t.count + excluded.count`,
+				k.table, g.table, k.col, g.bucket, k.expr, k.from, k.col))
 		}
 	}
 	return out

@@ -117,7 +117,7 @@ WITH src AS (
 	-- whole partitions (the temporary table has no statistics).
 	WHERE NOT EXISTS (SELECT 1 FROM events.events e WHERE e.id = s.id AND e.received_at >= $1 OFFSET 0)
 	ON CONFLICT DO NOTHING
-	RETURNING id, received_at, occurred_at, app_id, country, manufacturer, device_model, os
+	RETURNING id, received_at, occurred_at, app_id, country, manufacturer, device_model, os, payload
 ), models AS (
 	SELECT DISTINCT manufacturer, device_model AS model FROM ins
 ), new_models AS (
@@ -133,13 +133,13 @@ WITH src AS (
 	SELECT d.id, d.manufacturer, d.model FROM facts.device_models_dim d
 	JOIN models m ON d.manufacturer = m.manufacturer AND d.model = m.model
 ), fact_rows AS (
-	INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os)
-	SELECT i.id, i.received_at, i.occurred_at, i.app_id, i.country, d.id, i.os
+	INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
+	SELECT i.id, i.received_at, i.occurred_at, i.app_id, i.country, d.id, i.os, facts.threat_types(i.payload)
 	FROM ins i LEFT JOIN dims d ON d.manufacturer = i.manufacturer AND d.model = i.device_model
-	RETURNING occurred_at, country, device_model_id, os
+	RETURNING occurred_at, app_id, country, device_model_id, os, threats
 ), queued AS (
-	INSERT INTO facts.facts_to_process (occurred_at, country, device_model_id, os)
-	SELECT occurred_at, country, device_model_id, os FROM fact_rows
+	INSERT INTO facts.facts_to_process (occurred_at, app_id, country, device_model_id, os, threats)
+	SELECT occurred_at, app_id, country, device_model_id, os, threats FROM fact_rows
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM queued)`

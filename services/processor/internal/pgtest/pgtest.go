@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,6 +88,17 @@ var (
 	countries = []string{"DE", "FR", "US", "BR", "JP", "IN", "GB"}
 	models    = [][2]string{{"Apple", "iPhone15,2"}, {"Samsung", "SM-S918B"}, {"Google", "Pixel 8"}, {"Xiaomi", "23049PCD8G"}, {"", ""}, {"Apple", "MacBookPro18,1"}}
 	oses      = []string{"iOS", "Android", "macOS", "Windows", ""}
+	// threats covers the forms a threat may take: a string, an object with
+	// a type, repeats within one event (one sighting), elements without a
+	// type (not counted), and a type longer than the 128 characters kept.
+	threats = []string{
+		`[{"type":"root","severity":"high"}]`,
+		`["root","hooking"]`,
+		`["hooking","hooking",{"type":"debugger"}]`,
+		`[{"severity":"low"},42,"emulator",{"type":7},""]`,
+		`["` + strings.Repeat("x", 200) + `"]`,
+		`[]`,
+	}
 )
 
 // Event returns a random valid event received at receivedAt that occurred up
@@ -104,7 +116,7 @@ func Event(r *rand.Rand, receivedAt time.Time, spread time.Duration) wire.Event 
 		Country:    countries[r.IntN(len(countries))],
 		ClientIP:   fmt.Sprintf("203.0.113.%d", r.IntN(256)),
 		RequestID:  UUID(r),
-		Threats:    json.RawMessage(`[{"type":"root","severity":"high"}]`),
+		Threats:    json.RawMessage(threats[r.IntN(len(threats))]),
 	}
 	if r.IntN(4) == 0 {
 		e.Attributes = json.RawMessage(`{"k":"v","n":1}`)
@@ -122,24 +134,41 @@ func Body(tb testing.TB, events ...wire.Event) []byte {
 	return b
 }
 
+// threatTruth lists, for an event e, each distinct threat type it reports:
+// written with jsonpath, independently of facts.threat_types, so the check
+// does not restate the code it checks.
+const threatTruth = `CROSS JOIN LATERAL (
+	SELECT DISTINCT substr(v #>> '{}', 1, 128) AS k FROM (
+		SELECT jsonb_path_query(coalesce(e.payload, '{}'), 'lax $.threats[*] ? (@.type() == "string")') AS v
+		UNION ALL
+		SELECT jsonb_path_query(coalesce(e.payload, '{}'), 'lax $.threats[*] ? (@.type() == "object").type ? (@.type() == "string")')
+	) s WHERE v #>> '{}' <> '') th`
+
 // rollups names each rollup with its key column and, as text, the bucket of
 // an event: written independently of the aggregator's date_trunc so the
 // check does not restate the code it checks.
-var rollups = []struct{ table, key, keyExpr, format string }{
-	{"facts.events_by_country_per_hour", "country", "e.country", "YYYY-MM-DD HH24"},
-	{"facts.events_by_country_per_day", "country", "e.country", "YYYY-MM-DD"},
-	{"facts.events_by_country_per_month", "country", "e.country", "YYYY-MM"},
-	{"facts.events_by_device_model_per_hour", "device_model_id", "d.id", "YYYY-MM-DD HH24"},
-	{"facts.events_by_device_model_per_day", "device_model_id", "d.id", "YYYY-MM-DD"},
-	{"facts.events_by_device_model_per_month", "device_model_id", "d.id", "YYYY-MM"},
-	{"facts.events_by_os_per_hour", "os", "e.os", "YYYY-MM-DD HH24"},
-	{"facts.events_by_os_per_day", "os", "e.os", "YYYY-MM-DD"},
-	{"facts.events_by_os_per_month", "os", "e.os", "YYYY-MM"},
-}
+var rollups = func() []struct{ table, key, keyExpr, join, format string } {
+	var out []struct{ table, key, keyExpr, join, format string }
+	for _, d := range []struct{ name, key, keyExpr, join string }{
+		{"country", "country", "e.country", ""},
+		{"device_model", "device_model_id", "d.id", ""},
+		{"os", "os", "e.os", ""},
+		{"threat", "threat", "th.k", threatTruth},
+	} {
+		for _, g := range []struct{ name, format string }{
+			{"hour", "YYYY-MM-DD HH24"}, {"day", "YYYY-MM-DD"}, {"month", "YYYY-MM"},
+		} {
+			out = append(out, struct{ table, key, keyExpr, join, format string }{
+				"facts.events_by_" + d.name + "_per_" + g.name, d.key, d.keyExpr, d.join, g.format})
+		}
+	}
+	return out
+}()
 
 // AssertRollupsExact fails unless every row of every rollup equals the
-// count(*) over events.events for its bucket and key, with no bucket missing
-// or extra, and every rollup sums to wantTotal.
+// count(*) over events.events for its app, bucket and key, with no bucket
+// missing or extra, and every rollup but the threat ones sums to wantTotal
+// (the threat rollups sum to the threat sightings of the stored events).
 func AssertRollupsExact(tb testing.TB, pool *pgxpool.Pool, wantTotal int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -148,25 +177,26 @@ func AssertRollupsExact(tb testing.TB, pool *pgxpool.Pool, wantTotal int) {
 		// render in UTC through the session time zone set here.
 		q := fmt.Sprintf(`
 WITH want AS (
-	SELECT to_char(e.occurred_at AT TIME ZONE 'UTC', '%[4]s') AS b, (%[3]s)::text AS k, count(*) AS n
+	SELECT e.app_id AS a, to_char(e.occurred_at AT TIME ZONE 'UTC', '%[4]s') AS b, (%[3]s)::text AS k, count(*) AS n
 	FROM events.events e LEFT JOIN facts.device_models_dim d
 	  ON d.manufacturer = e.manufacturer AND d.model = e.device_model
-	GROUP BY 1, 2
+	%[5]s
+	GROUP BY 1, 2, 3
 ), got AS (
-	SELECT to_char(bucket::timestamp, '%[4]s') AS b, %[2]s::text AS k, count AS n FROM %[1]s
+	SELECT app_id AS a, to_char(bucket::timestamp, '%[4]s') AS b, %[2]s::text AS k, count AS n FROM %[1]s
 )
 SELECT count(*) FILTER (WHERE want.n IS DISTINCT FROM got.n),
-       coalesce(sum(got.n), 0), count(got.n)
-FROM want FULL JOIN got ON want.b = got.b AND want.k = got.k`, r.table, r.key, r.keyExpr, r.format)
+       coalesce(sum(got.n), 0), count(got.n), coalesce(sum(want.n), 0)
+FROM want FULL JOIN got ON want.a = got.a AND want.b = got.b AND want.k = got.k`, r.table, r.key, r.keyExpr, r.format, r.join)
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			tb.Fatalf("begin: %v", err)
 		}
-		var bad, sum, rows int
+		var bad, sum, rows, wantSum int
 		_, err = tx.Exec(ctx, "SET LOCAL TimeZone = 'UTC'")
 		if err == nil {
 			// sql: test helper; the query text is written by the tests themselves.
-			err = tx.QueryRow(ctx, q).Scan(&bad, &sum, &rows)
+			err = tx.QueryRow(ctx, q).Scan(&bad, &sum, &rows, &wantSum)
 		}
 		_ = tx.Rollback(ctx)
 		if err != nil {
@@ -174,6 +204,16 @@ FROM want FULL JOIN got ON want.b = got.b AND want.k = got.k`, r.table, r.key, r
 		}
 		if bad != 0 {
 			tb.Errorf("%s: %d buckets differ from count(*) over events.events", r.table, bad)
+		}
+		if r.key == "threat" {
+			wantTotal := wantSum
+			if wantTotal == 0 && rows == 0 {
+				tb.Errorf("%s: no threat sightings in the test data", r.table)
+			}
+			if sum != wantTotal {
+				tb.Errorf("%s sums to %d, want %d", r.table, sum, wantTotal)
+			}
+			continue
 		}
 		if sum != wantTotal {
 			tb.Errorf("%s sums to %d, want %d", r.table, sum, wantTotal)
