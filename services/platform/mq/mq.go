@@ -2,11 +2,16 @@
 // (ActiveMQ locally, Amazon MQ in production), over go-stomp v3.
 //
 // Publisher sends persistent messages and returns only after the broker's
-// receipt, over a small pool of connections (go-stomp holds a connection for
-// the whole send-and-receipt round trip, so one connection carries one
-// durable send at a time). Subscriber consumes with client-individual ack and
-// reconnects and resubscribes with backoff when the broker goes away.
+// receipt, over a small pool of connections, one durable send at a time on
+// each. It speaks STOMP itself with go-stomp's frame codec rather than
+// through stomp.Conn: after a receipt timeout stomp.Conn (v3.1.3) keeps the
+// orphaned receipt channel, and its connection goroutine then blocks forever
+// on the late receipt or on the close, holding the connection's buffers. A
+// publishing connection here is closed after any failed round trip, and its
+// two goroutines (reader, heart-beats) end with the socket. See sendconn.go.
 //
+// Subscriber consumes with client-individual ack over stomp.Conn and
+// reconnects and resubscribes with backoff when the broker goes away.
 // go-stomp can block in Disconnect and Unsubscribe when the peer is gone, so
 // every such call here runs under a timeout and the socket is closed anyway.
 package mq
@@ -69,7 +74,8 @@ type session struct {
 	conn *stomp.Conn
 }
 
-func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {
+// dialRaw opens the TCP (or TLS) connection to the broker.
+func dialRaw(ctx context.Context, cfg Config) (net.Conn, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	var raw net.Conn
@@ -87,6 +93,14 @@ func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w: %w", cfg.Addr, ErrUnavailable, err)
+	}
+	return raw, nil
+}
+
+func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {
+	raw, err := dialRaw(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	opts := []func(*stomp.Conn) error{
 		stomp.ConnOpt.Host(cfg.Host),

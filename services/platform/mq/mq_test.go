@@ -119,3 +119,32 @@ func TestSubscriber_ReadyTracksConnection(t *testing.T) {
 		t.Fatalf("subscriber did not stop after cancel")
 	}
 }
+
+func TestPublisher_SendTx(t *testing.T) {
+	cfg := testenv.MustBroker(t)
+	q1, q2 := testenv.Queue("mqtx"), testenv.Queue("mqtx")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub := mq.NewPublisher(cfg, discard())
+	defer pub.Close()
+	if err := pub.Ping(ctx); err != nil {
+		t.Fatalf("Ping = %v, want nil", err)
+	}
+	err := pub.SendTx(ctx, []mq.Message{
+		{Dest: q1, Body: []byte(`{"a":1}`)},
+		{Dest: q2, Body: []byte(`{"b":2}`), Headers: map[string]string{"x-test": "tx"}},
+	})
+	if err != nil {
+		t.Fatalf("SendTx = %v, want nil", err)
+	}
+	for _, want := range []struct{ q, body string }{{q1, `{"a":1}`}, {q2, `{"b":2}`}} {
+		sub := mq.Subscribe(ctx, cfg, want.q, 1, discard())
+		d := receive(t, sub, 10*time.Second)
+		if string(d.Body) != want.body {
+			t.Errorf("body on %s = %q, want %q", want.q, d.Body, want.body)
+		}
+		if err := d.Ack(); err != nil {
+			t.Fatalf("Ack = %v", err)
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package mq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-stomp/stomp/v3/frame"
+)
+
+// errReceiptTimeout means the broker did not confirm in time: the frames may
+// or may not have been acted on, so the round trip is not retried.
+var errReceiptTimeout = errors.New("no receipt in time")
+
+// sendConn is one publishing connection. It is used by one sender at a time
+// (the pool hands it out); its reader goroutine passes the broker's frames to
+// that sender and its heart-beat goroutine keeps it alive while idle.
+//
+// Every goroutine of a sendConn ends when the socket closes: the reader's
+// only blocking points are the socket read and a send that also selects on
+// closing, and the heart-beat loop selects on closing and dead. A failed
+// round trip always closes the connection, so nothing is ever left waiting
+// for a receipt that comes late or never.
+type sendConn struct {
+	raw net.Conn
+
+	wmu   sync.Mutex // serialises writes (sender and heart-beats)
+	w     *frame.Writer
+	lastW time.Time
+
+	frames    chan *frame.Frame // RECEIPT and ERROR frames, read by the sender
+	dead      chan struct{}     // closed when the reader stops
+	err       error             // why the reader stopped; read after dead
+	closing   chan struct{}
+	closeOnce sync.Once
+
+	// reused is set when the pool hands out a connection that already
+	// served a round trip (a failure on it may be the broker's restart).
+	reused bool
+}
+
+// dialSend connects and negotiates STOMP 1.2 (or 1.1) with heart-beats.
+func dialSend(ctx context.Context, cfg Config, log *slog.Logger) (*sendConn, error) {
+	raw, err := dialRaw(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	hb := cfg.HeartBeat.Milliseconds()
+	connect := frame.New(frame.CONNECT,
+		frame.AcceptVersion, "1.2,1.1",
+		frame.Host, cfg.Host,
+		frame.HeartBeat, strconv.FormatInt(hb, 10)+","+strconv.FormatInt(hb, 10))
+	if cfg.Login != "" {
+		connect.Header.Add(frame.Login, cfg.Login)
+		connect.Header.Add(frame.Passcode, cfg.Passcode)
+	}
+	c := &sendConn{
+		raw:     raw,
+		w:       frame.NewWriterSize(raw, 64<<10),
+		frames:  make(chan *frame.Frame, 16),
+		dead:    make(chan struct{}),
+		closing: make(chan struct{}),
+	}
+	r := frame.NewReaderSize(raw, 16<<10)
+	// The handshake has the dial timeout as its deadline.
+	_ = raw.SetDeadline(time.Now().Add(cfg.DialTimeout))
+	connected, err := handshake(c.w, r, connect)
+	if err != nil {
+		raw.Close()
+		return nil, fmt.Errorf("stomp connect %s: %w: %w", cfg.Addr, ErrUnavailable, err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	c.lastW = time.Now()
+
+	// Heart-beats as STOMP 1.2 §Heart-beating: each side sends at the
+	// larger of what it offers and what the other asks, if both are non-zero.
+	sx, sy, err := frame.ParseHeartBeat(connected.Header.Get(frame.HeartBeat))
+	if err != nil {
+		sx, sy = 0, 0
+	}
+	var sendEvery, recvEvery time.Duration
+	if cfg.HeartBeat > 0 && sy > 0 {
+		sendEvery = max(cfg.HeartBeat, sy)
+	}
+	if cfg.HeartBeat > 0 && sx > 0 {
+		recvEvery = max(cfg.HeartBeat, sx)
+	}
+	// A loaded 2-core machine overshoots a tight grace; allow a whole
+	// interval, and at least 5 s, past the expected beat.
+	var readTimeout time.Duration
+	if recvEvery > 0 {
+		readTimeout = recvEvery + max(recvEvery, 5*time.Second)
+	}
+	go c.readLoop(r, readTimeout)
+	if sendEvery > 0 {
+		go c.beatLoop(sendEvery)
+	}
+	log.Debug("broker connection opened", "addr", cfg.Addr, "send_heartbeat", sendEvery, "recv_heartbeat", recvEvery)
+	return c, nil
+}
+
+func handshake(w *frame.Writer, r *frame.Reader, connect *frame.Frame) (*frame.Frame, error) {
+	if err := w.Write(connect); err != nil {
+		return nil, err
+	}
+	for {
+		f, err := r.Read()
+		if err != nil {
+			return nil, err
+		}
+		if f == nil {
+			continue // heart-beat
+		}
+		switch f.Command {
+		case frame.CONNECTED:
+			return f, nil
+		case frame.ERROR:
+			return nil, fmt.Errorf("broker refused the connection: %s", f.Header.Get(frame.Message))
+		default:
+			return nil, fmt.Errorf("unexpected %s frame before CONNECTED", f.Command)
+		}
+	}
+}
+
+func (c *sendConn) readLoop(r *frame.Reader, timeout time.Duration) {
+	defer close(c.dead)
+	for {
+		if timeout > 0 {
+			_ = c.raw.SetReadDeadline(time.Now().Add(timeout))
+		}
+		f, err := r.Read()
+		if err != nil {
+			c.err = err
+			_ = c.raw.Close()
+			return
+		}
+		if f == nil {
+			continue // heart-beat
+		}
+		select {
+		case c.frames <- f:
+		case <-c.closing:
+			return
+		}
+	}
+}
+
+func (c *sendConn) beatLoop(every time.Duration) {
+	// Beat at half the interval so a late tick never misses the broker's
+	// window.
+	half := every / 2
+	t := time.NewTicker(half)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-c.dead:
+			return
+		case <-t.C:
+			c.wmu.Lock()
+			if time.Since(c.lastW) >= half {
+				_ = c.raw.SetWriteDeadline(time.Now().Add(every))
+				if err := c.w.Write(nil); err != nil {
+					_ = c.raw.Close()
+				}
+				c.lastW = time.Now()
+			}
+			c.wmu.Unlock()
+		}
+	}
+}
+
+// alive reports whether the reader still runs (no EOF, reset, missed
+// heart-beats or ERROR so far).
+func (c *sendConn) alive() bool {
+	select {
+	case <-c.dead:
+		return false
+	case <-c.closing:
+		return false
+	default:
+		return true
+	}
+}
+
+// roundTrip writes frs, the last one asking for receipt id, and waits for
+// that receipt until timeout or ctx ends. Any error leaves the connection
+// unusable; the caller closes it.
+func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame, timeout time.Duration) error {
+	// Frames left from an earlier round trip (none expected) must not be
+	// taken for this one's answer.
+	for len(c.frames) > 0 {
+		<-c.frames
+	}
+	frs[len(frs)-1].Header.Set(frame.Receipt, id)
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.wmu.Lock()
+	_ = c.raw.SetWriteDeadline(deadline)
+	var err error
+	for _, f := range frs {
+		if err = c.w.Write(f); err != nil {
+			break
+		}
+	}
+	c.lastW = time.Now()
+	c.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		select {
+		case f := <-c.frames:
+			switch f.Command {
+			case frame.RECEIPT:
+				if f.Header.Get(frame.ReceiptId) == id {
+					return nil
+				}
+			case frame.ERROR:
+				return fmt.Errorf("broker error: %s", f.Header.Get(frame.Message))
+			}
+		case <-c.dead:
+			return fmt.Errorf("connection lost: %w", c.err)
+		case <-timer.C:
+			return fmt.Errorf("%w (%s)", errReceiptTimeout, timeout)
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", errReceiptTimeout, ctx.Err())
+		}
+	}
+}
+
+// close says DISCONNECT without waiting for an answer and closes the
+// socket, which ends the reader and heart-beat goroutines.
+func (c *sendConn) close() {
+	c.closeOnce.Do(func() {
+		polite := c.alive()
+		close(c.closing)
+		if polite && c.wmu.TryLock() {
+			_ = c.raw.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+			_ = c.w.Write(frame.New(frame.DISCONNECT))
+			c.wmu.Unlock()
+		}
+		_ = c.raw.Close()
+	})
+}
