@@ -196,6 +196,7 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	body := getBuf()
 	defer putBuf(body)
 	if err := readBody(r, body); err != nil {
+		drainTooLarge(w, r, err)
 		a.reject(w, r, err)
 		return
 	}
