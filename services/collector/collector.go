@@ -116,6 +116,15 @@ type Config struct {
 	TokenCacheTTL    time.Duration `env:"TOKENS_CACHE_TTL" envDefault:"30s"`
 	TokenNegativeTTL time.Duration `env:"TOKENS_NEGATIVE_TTL" envDefault:"5s"`
 	TokensTimeout    time.Duration `env:"TOKENS_TIMEOUT" envDefault:"2s"`
+	// TokensRevocationsTopic is where the tokens service announces
+	// revocations; the collector applies them at once. Blank: not followed,
+	// and then no token is served stale during a tokens outage.
+	TokensRevocationsTopic string        `env:"TOKENS_REVOCATIONS_TOPIC" envDefault:"/topic/threatview.revocations"`
+	TokensMaxStale         time.Duration `env:"TOKENS_MAX_STALE" envDefault:"5m"`
+	// Lookups of tokens not in the cache, per second: in all, and per client
+	// address (/64 for IPv6). Over the cap such a token gets 401 at once.
+	TokensUnknownRate float64 `env:"TOKENS_UNKNOWN_LOOKUP_RATE" envDefault:"50"`
+	TokensClientRate  float64 `env:"TOKENS_CLIENT_LOOKUP_RATE" envDefault:"5"`
 
 	// AuditURL is the audit logger; blank turns auditing off.
 	AuditURL     string        `env:"AUDITLOGGER_SERVICE_URL"`

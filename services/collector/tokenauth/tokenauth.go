@@ -5,21 +5,39 @@
 // Cache rules:
 //   - Entries are keyed by the SHA-256 of the token; plain tokens are never
 //     kept.
-//   - An active token is cached for PositiveTTL (30 s by default): a
-//     revocation takes effect within that time. An unknown or revoked token
-//     is cached for NegativeTTL (5 s), so a newly created token works soon
-//     and garbage costs at most one lookup per token per NegativeTTL.
+//   - An active token is cached for PositiveTTL (30 s by default): with the
+//     tokens service up, a revocation takes effect within that time. An
+//     unknown or revoked token is cached for NegativeTTL (5 s), so a newly
+//     created token works soon and garbage costs at most one lookup per
+//     token per NegativeTTL.
 //   - At most one lookup per token is in flight (single flight); concurrent
 //     checks of the same token wait for it.
-//   - When the tokens service cannot answer (down, timeout, 5xx), a token
-//     that was active within the last PositiveTTL+MaxStale (10 min by
-//     default) keeps working: the service being down cannot be told apart
-//     from a revocation, and refusing every app for a tokens outage is the
-//     worse failure. Such a token is then served from the cache for
-//     NegativeTTL before the service is asked again. Any other token gets
-//     ErrUnavailable (the collector answers 503, not 401). After a failed
-//     lookup, lookups fail fast for one second so requests do not each wait
-//     Timeout for a hanging service.
+//   - Revocations also arrive at once over the broker (Follow): the tokens
+//     service announces each one on a topic before its DELETE answers, and
+//     the token is then refused from the cache for as long as it stays
+//     there, whatever the tokens service's state.
+//   - When the tokens service cannot answer (down, timeout, 5xx), an active
+//     token keeps working for up to MaxStale (5 min by default) past its
+//     PositiveTTL, but only if the revocation feed has been connected without
+//     a break since before the token was last confirmed: then any revocation
+//     since that confirmation has reached this cache. After a break in the
+//     feed (broker restart, network) the announcements made meanwhile are
+//     lost (a topic keeps nothing for a subscriber that is away), so entries
+//     confirmed before the feed came back are not served stale; they are
+//     re-confirmed by their normal refresh within PositiveTTL. Without a feed
+//     nothing is served stale. A stale entry is served for NegativeTTL before
+//     the service is asked again. Any other token gets ErrUnavailable (the
+//     collector answers 503, not 401). After a failed lookup, lookups fail
+//     fast for one second so requests do not each wait Timeout for a
+//     hanging service.
+//   - Lookups of tokens the cache does not know as active are capped: at
+//     most UnknownRate a second (burst UnknownBurst) in all, ClientRate a
+//     second (burst ClientBurst) per client address (per /64 for IPv6, the
+//     address given with WithClient), and UnknownInFlight at once. A check
+//     over a cap gets ErrLookupLimited (an ErrUnauthorized) at once, so a
+//     flood of random well-formed tokens costs a bounded number of lookups
+//     and never waits on the tokens service; active tokens in the cache,
+//     including their refreshes, are never capped.
 //   - A string that does not have the shape of a token is refused with
 //     ErrUnauthorized without a lookup.
 package tokenauth
@@ -48,6 +66,9 @@ var (
 	// ErrUnavailable means the tokens service could not be asked and the
 	// token is not cached.
 	ErrUnavailable = errors.New("tokens service unavailable")
+	// ErrLookupLimited means a token unknown to the cache was not looked up
+	// because a lookup cap was reached. It wraps ErrUnauthorized.
+	ErrLookupLimited = fmt.Errorf("%w: too many lookups of unknown tokens", ErrUnauthorized)
 )
 
 // Identity is who an active token speaks for.
@@ -63,8 +84,14 @@ type Config struct {
 	PositiveTTL time.Duration // default 30s
 	NegativeTTL time.Duration // default 5s
 	Timeout     time.Duration // one lookup; default 2s
-	MaxStale    time.Duration // how long past PositiveTTL an active token survives an outage; default 10m, negative: never
+	MaxStale    time.Duration // how long past PositiveTTL an active token survives an outage (with a live feed); default 5m, negative: never
 	MaxEntries  int           // cache size bound; default 100000
+
+	UnknownRate     float64 // lookups/s of tokens not known as active, all clients; default 50
+	UnknownBurst    int     // default 100
+	ClientRate      float64 // the same per client address; default 5
+	ClientBurst     int     // default 20
+	UnknownInFlight int     // such lookups at once; default 16
 }
 
 // Stats are the client's counters since it was made.
@@ -74,6 +101,9 @@ type Stats struct {
 	Lookups      uint64 // requests sent to the tokens service
 	LookupErrors uint64 // lookups that failed (service down, timeout, bad answer)
 	StaleServed  uint64 // failed lookups answered from an expired entry of an active token
+	Limited      uint64 // checks of unknown tokens refused by a lookup cap
+	Revocations  uint64 // revocations received from the feed
+	FeedBreaks   uint64 // times the revocation feed was found disconnected
 }
 
 // Client checks tokens. It is safe for concurrent use.
@@ -90,13 +120,21 @@ type Client struct {
 	lookupErrs atomic.Uint64
 	stale      atomic.Uint64
 	downUntil  atomic.Int64 // unix ns; lookups fail fast before it
+
+	limits   limits
+	feed     feedState
+	limited  atomic.Uint64
+	revs     atomic.Uint64
+	feedBrks atomic.Uint64
 }
 
 type entry struct {
-	id      Identity
-	active  bool
-	expires time.Time // fresh until
-	keep    time.Time // usable during an outage until (active entries)
+	id        Identity
+	active    bool
+	revoked   bool      // announced revoked: never active again
+	expires   time.Time // fresh until
+	keep      time.Time // usable during an outage until (active entries)
+	confirmed time.Time // when the tokens service last said active
 }
 
 // New returns a Client. hc may be nil (a client with its own transport).
@@ -117,7 +155,7 @@ func New(cfg Config, hc *http.Client) (*Client, error) {
 		cfg.Timeout = 2 * time.Second
 	}
 	if cfg.MaxStale == 0 {
-		cfg.MaxStale = 10 * time.Minute
+		cfg.MaxStale = 5 * time.Minute
 	}
 	if cfg.MaxStale < 0 {
 		cfg.MaxStale = 0
@@ -125,15 +163,32 @@ func New(cfg Config, hc *http.Client) (*Client, error) {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = 100_000
 	}
+	if cfg.UnknownRate <= 0 {
+		cfg.UnknownRate = 50
+	}
+	if cfg.UnknownBurst <= 0 {
+		cfg.UnknownBurst = 100
+	}
+	if cfg.ClientRate <= 0 {
+		cfg.ClientRate = 5
+	}
+	if cfg.ClientBurst <= 0 {
+		cfg.ClientBurst = 20
+	}
+	if cfg.UnknownInFlight <= 0 {
+		cfg.UnknownInFlight = 16
+	}
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 	}
-	return &Client{
+	c := &Client{
 		cfg:     cfg,
 		url:     strings.TrimRight(cfg.URL, "/") + "/v1/introspect",
 		http:    hc,
 		entries: make(map[[sha256.Size]byte]entry),
-	}, nil
+	}
+	c.limits.init(cfg)
+	return c, nil
 }
 
 // Stats returns the counters; a collector exports them (hit ratio =
@@ -145,12 +200,17 @@ func (c *Client) Stats() Stats {
 		Lookups:      c.lookups.Load(),
 		LookupErrors: c.lookupErrs.Load(),
 		StaleServed:  c.stale.Load(),
+		Limited:      c.limited.Load(),
+		Revocations:  c.revs.Load(),
+		FeedBreaks:   c.feedBrks.Load(),
 	}
 }
 
 // Check returns the identity of an active token. Errors: ErrUnauthorized
-// (malformed, unknown or revoked), ErrUnavailable (the tokens service could
-// not answer and the token is not cached), or ctx's error.
+// (malformed, unknown or revoked), ErrLookupLimited (an ErrUnauthorized: a
+// token not known as active, over a lookup cap), ErrUnavailable (the tokens
+// service could not answer and the token is not cached), or ctx's error.
+// The client address for the per-client cap comes from ctx (WithClient).
 func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
 	if !wellFormed(token) {
 		return Identity{}, ErrUnauthorized
@@ -169,13 +229,22 @@ func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
 		return e.result()
 	}
 	c.misses.Add(1)
-	return c.miss(ctx, key, token)
+	return c.miss(ctx, key, token, !ok || !e.active)
 }
 
-// miss waits for the one lookup of key in flight, starting it if need be.
-// It is apart from Check so the hot path allocates nothing.
-func (c *Client) miss(ctx context.Context, key [sha256.Size]byte, token string) (Identity, error) {
+// miss waits for the one lookup of key in flight, starting it if need be;
+// a token not known as active starts one only within the lookup caps
+// (checks joining a flight cost nothing). It is apart from Check so the hot
+// path allocates nothing.
+func (c *Client) miss(ctx context.Context, key [sha256.Size]byte, token string, unknown bool) (Identity, error) {
 	ch := c.group.DoChan(string(key[:]), func() (any, error) {
+		if unknown {
+			if !c.limits.admit(ctx, time.Now()) {
+				c.limited.Add(1)
+				return entry{}, ErrLookupLimited
+			}
+			defer c.limits.done()
+		}
 		return c.lookup(key, token)
 	})
 	select {
@@ -201,6 +270,7 @@ func (e entry) result() (Identity, error) {
 // the others waiting on the same flight.
 func (c *Client) lookup(key [sha256.Size]byte, token string) (entry, error) {
 	now := time.Now()
+	started := now // an answer is no newer than the moment it was asked for
 	var (
 		id     Identity
 		active bool
@@ -227,7 +297,7 @@ func (c *Client) lookup(key [sha256.Size]byte, token string) (entry, error) {
 		// An active token seen recently keeps working; it is served from the
 		// cache for another NegativeTTL before the service is asked again.
 		e, ok := c.entries[key]
-		if ok && e.active && now.Before(e.keep) {
+		if ok && e.active && now.Before(e.keep) && c.feed.covers(e.confirmed) {
 			e.expires = now.Add(c.cfg.NegativeTTL)
 			if e.expires.After(e.keep) {
 				e.expires = e.keep
@@ -238,10 +308,16 @@ func (c *Client) lookup(key [sha256.Size]byte, token string) (entry, error) {
 		}
 		return entry{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
+	if old, ok := c.entries[key]; ok && old.revoked {
+		// The revocation was announced while this lookup was on its way:
+		// its "active" is older news.
+		return old, nil
+	}
 	e := entry{id: id, active: active}
 	if active {
 		e.expires = now.Add(c.cfg.PositiveTTL)
 		e.keep = e.expires.Add(c.cfg.MaxStale)
+		e.confirmed = started
 	} else {
 		e.expires = now.Add(c.cfg.NegativeTTL)
 	}
@@ -255,9 +331,9 @@ func (c *Client) lookup(key [sha256.Size]byte, token string) (entry, error) {
 // breakerPause is how long lookups fail fast after one failed.
 const breakerPause = time.Second
 
-// evictLocked drops entries that are no longer usable; if the cache is still
-// full it drops an arbitrary half (map order), so a flood of random tokens
-// cannot grow memory without bound.
+// evictLocked drops entries that are no longer usable, then unknown tokens;
+// if the cache is still nearly full it drops an arbitrary half (map order),
+// so a flood of random tokens cannot grow memory without bound.
 func (c *Client) evictLocked(now time.Time) {
 	for k, e := range c.entries {
 		if now.After(e.expires) && (!e.active || now.After(e.keep)) {
@@ -265,6 +341,16 @@ func (c *Client) evictLocked(now time.Time) {
 		}
 	}
 	if len(c.entries) < c.cfg.MaxEntries {
+		return
+	}
+	// Unknown tokens go before active ones: a flood of garbage must not
+	// push good tokens out.
+	for k, e := range c.entries {
+		if !e.active && !e.revoked {
+			delete(c.entries, k)
+		}
+	}
+	if len(c.entries) < c.cfg.MaxEntries*3/4 {
 		return
 	}
 	n := len(c.entries) / 2

@@ -45,6 +45,7 @@ type tokensService struct {
 	direct  string // the process
 	proxied string // the counting proxy; clients under test use this
 	cmd     *exec.Cmd
+	topic   string // where it announces revocations
 	lookups atomic.Int64
 	gate    chan struct{} // when not nil, introspections wait for it to close
 	gateMu  sync.Mutex
@@ -65,8 +66,14 @@ func startTokens(t *testing.T) *tokensService {
 	}
 	db.Close()
 
+	broker := testenv.MustBroker(t)
+	topic := "/topic/" + testenv.Name("test.revocations")
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
+		"STOMP_ADDR=" + broker.Addr,
+		"STOMP_LOGIN=" + broker.Login,
+		"STOMP_PASSCODE=" + broker.Passcode,
+		"TOKENS_REVOCATIONS_TOPIC=" + topic,
 		"HTTP_ADDR=127.0.0.1:0",
 		"TOKENS_DATABASE_DSN=" + dsn,
 		"ADMIN_KEY=" + adminKey,
@@ -82,7 +89,7 @@ func startTokens(t *testing.T) *tokensService {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &tokensService{cmd: cmd}
+	s := &tokensService{cmd: cmd, topic: topic}
 	t.Cleanup(s.stop)
 	addrc := make(chan string, 1)
 	go func() {
@@ -275,6 +282,7 @@ func TestCheck_UpstreamDown(t *testing.T) {
 	id, token := s.create(t, "demo-app")
 	_, fresh := s.create(t, "demo-app")
 	c := newClient(t, s, tokenauth.Config{PositiveTTL: 200 * time.Millisecond, Timeout: time.Second})
+	follow(t, c, s)
 	ctx := context.Background()
 	if _, err := c.Check(ctx, token); err != nil {
 		t.Fatal(err)

@@ -60,6 +60,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 		PositiveTTL: cfg.TokenCacheTTL,
 		NegativeTTL: cfg.TokenNegativeTTL,
 		Timeout:     cfg.TokensTimeout,
+		MaxStale:    cfg.TokensMaxStale,
+		UnknownRate: cfg.TokensUnknownRate,
+		ClientRate:  cfg.TokensClientRate,
 	}, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}})
 	if err != nil {
 		return fmt.Errorf("tokens client: %w", err)
@@ -68,6 +71,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 	reg := httpserver.NewRegistry()
 	metrics := httpapi.NewMetrics(reg)
 	registerTokenStats(reg, tokens)
+	registerFeedStats(reg, tokens)
+	if cfg.TokensRevocationsTopic != "" {
+		followRevocations(ctx, cfg.Broker, cfg.TokensRevocationsTopic, tokens, log)
+	} else {
+		log.Warn("TOKENS_REVOCATIONS_TOPIC is blank: revocations wait for the cache TTL and nothing is served stale")
+	}
 
 	pub := mq.NewPublisher(cfg.Broker, log)
 	defer pub.Close()
@@ -121,6 +130,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 		CORSOrigins: cfg.CORSOrigins,
 		RetryAfter:  cfg.RetryAfter,
 	})
+	h = withClientAddr(h, trusted)
 	return httpserver.Run(ctx, cfg.HTTP, ":8080", h, log, onListen)
 }
 
