@@ -3,6 +3,7 @@ module threatview/collector
 go 1.26.8
 
 require (
+	threatview/api v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/google/uuid v1.6.0
@@ -39,6 +40,7 @@ require (
 )
 
 replace (
+	threatview/api => ../../api
 	threatview/migrations => ../../migrations
 	threatview/platform => ../platform
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"threatview/api"
 	"threatview/auditlogger"
 	"threatview/platform/httpserver"
 	"threatview/platform/wire"
@@ -59,6 +60,7 @@ func (a *API) Handler(reg *prometheus.Registry, checks map[string]httpserver.Che
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "auditlogger"))
 	httpserver.MountOps(r, reg, checks)
+	httpserver.MountSpec(r, api.AuditLogger)
 	r.With(httpserver.RequireKey(a.opts.InternalKey)).Post("/v1/audit", a.post)
 	r.With(httpserver.RequireKey(a.opts.AdminKey)).Get("/v1/audit", a.get)
 	r.NotFound(httpserver.NotFound)

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"threatview/api"
 	"threatview/collector"
 	"threatview/collector/publish"
 	"threatview/platform/httpserver"
@@ -129,6 +130,7 @@ func New(d Deps) http.Handler {
 	r.NotFound(httpserver.NotFound)
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 	httpserver.MountOps(r, reg, d.Checks)
+	httpserver.MountSpec(r, api.Collector)
 	r.Post("/v1/events", a.postEvents)
 	return r
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"threatview/api"
 	"threatview/platform/httpserver"
 	"threatview/tokens"
 )
@@ -74,6 +75,7 @@ func New(svc *tokens.Service, keys Keys, reg *prometheus.Registry, checks map[st
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 	r.Use(httpserver.Instrument(reg, "tokens"))
 	httpserver.MountOps(r, reg, checks)
+	httpserver.MountSpec(r, api.Tokens)
 	r.Group(func(r chi.Router) {
 		r.Use(httpserver.RequireKey(keys.Admin))
 		r.Post("/v1/tokens", h.create)

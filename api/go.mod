@@ -1,0 +1,3 @@
+module threatview/api
+
+go 1.26.8
