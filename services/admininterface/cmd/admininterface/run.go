@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"threatview/admininterface/broker"
+	"threatview/admininterface/upstream"
+	"threatview/admininterface/webui"
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+	"threatview/platform/mq"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const defaultAddr = ":8087"
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	return runWith(ctx, getenv, stdout, nil)
+}
+
+// runWith is run with a hook that receives the bound address (tests use
+// port 0).
+func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, onListen func(net.Addr)) error {
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "admininterface", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}}
+	client := func(u string) *upstream.Client { return upstream.New(u, hc, cfg.UpstreamTimeout) }
+	targets, _ := parseTargets(cfg.StatusTargets) // checked by Validate
+	var opts webui.Options
+	var collector *upstream.Client
+	for _, t := range targets {
+		c := client(t.url)
+		opts.Targets = append(opts.Targets, webui.Target{Name: t.name, Client: c})
+		if t.name == "collector" {
+			collector = c
+		}
+	}
+	if collector == nil {
+		log.Warn("no collector among ADMINUI_STATUS_TARGETS: the status page shows no rates")
+	}
+
+	brokerCfg := cfg.Broker
+	brokerCfg.Conns = 1
+	pub := mq.NewPublisher(brokerCfg, log)
+	defer pub.Close()
+	brk := broker.New(brokerCfg, pub, log)
+
+	deps := webui.Deps{
+		Identity: upstream.Identity{Client: client(cfg.IdentityURL)},
+		Tokens:   upstream.Tokens{Client: client(cfg.TokensURL)},
+		Audit:    upstream.Audit{Client: client(cfg.AuditURL)},
+		Broker:   brk,
+	}
+	if cfg.RendererURL != "" {
+		deps.Renderer = upstream.Renderer{Client: client(cfg.RendererURL)}
+	}
+	bgCtx, stopBg := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopBg(); wg.Wait() }()
+	if collector != nil {
+		deps.Sampler = webui.NewSampler(collector, cfg.SampleInterval)
+		wg.Add(1)
+		go func() { defer wg.Done(); deps.Sampler.Run(bgCtx) }()
+	}
+
+	opts.SessionKey = cfg.SessionKey
+	opts.SecureCookies = cfg.SecureCookies
+	opts.CollectorURL = cfg.CollectorPublicURL
+	opts.InternalKey = cfg.InternalKey
+	opts.DepthCap = cfg.QueueDepthCap
+	if !cfg.SecureCookies {
+		log.Warn("cookies are not Secure (ADMINUI_SECURE_COOKIES=false): only for plain HTTP on loopback")
+	}
+	ui, err := webui.New(opts, deps, log)
+	if err != nil {
+		return fmt.Errorf("web ui: %w", err)
+	}
+	reg := httpserver.NewRegistry()
+	// Ready when the broker answers; the other services have their own
+	// readiness, shown on the status page, and the UI degrades page by page.
+	h := ui.Handler(reg, map[string]httpserver.Check{"broker": brk.Ping})
+	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, onListen); err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

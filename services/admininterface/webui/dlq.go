@@ -1,0 +1,293 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"threatview/admininterface"
+	"threatview/admininterface/broker"
+	"threatview/platform/wire"
+)
+
+// dlqQueue is one dead-letter queue the UI manages; only these two, never
+// a destination named by the request.
+type dlqQueue struct {
+	Key    string // in URLs
+	Name   string // the DLQ's name
+	Dest   string // the DLQ's destination
+	Target string // where replays go
+	target string
+}
+
+var dlqQueues = []dlqQueue{
+	{Key: "events", Name: "DLQ.threatview.events", Dest: wire.DeadLetter(wire.EventsQueue), Target: "threatview.events", target: wire.EventsQueue},
+	{Key: "audit", Name: "DLQ.threatview.audit", Dest: wire.DeadLetter(wire.AuditQueue), Target: "threatview.audit", target: wire.AuditQueue},
+}
+
+func queueByKey(key string) (dlqQueue, bool) {
+	for _, q := range dlqQueues {
+		if q.Key == key {
+			return q, true
+		}
+	}
+	return dlqQueue{}, false
+}
+
+type dlqList struct {
+	dlqQueue
+	Messages []broker.Message
+	Complete bool
+	Err      string
+}
+
+// Action names of the audit records the UI writes.
+const (
+	ActionDLQReplay = "dlq.replay"
+	ActionDLQDelete = "dlq.delete"
+)
+
+func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
+	var lists []dlqList
+	for _, q := range dlqQueues {
+		l := dlqList{dlqQueue: q}
+		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, s.opts.DLQListMax, false)
+		if err != nil {
+			s.log.Warn("browse dead-letter queue", "queue", q.Name, "err", err)
+			l.Err = "The broker did not answer; try again shortly."
+		}
+		l.Messages, l.Complete = msgs, complete
+		lists = append(lists, l)
+	}
+	flash := ""
+	if n := r.URL.Query().Get("replayed"); n != "" {
+		flash = n + " message(s) replayed."
+	}
+	if r.URL.Query().Get("deleted") != "" {
+		flash = "Message deleted."
+	}
+	s.render(w, r, http.StatusOK, "dlq", "Dead-letter queues", struct{ Queues []dlqList }{lists}, flash, "")
+}
+
+// bodyShown bounds how much of a message body the inspect page shows.
+const bodyShown = 64 << 10
+
+type dlqMessageData struct {
+	Queue     dlqQueue
+	Message   broker.Message
+	Body      string
+	Truncated bool
+	Shown     int
+}
+
+func (s *Server) dlqQueueParam(w http.ResponseWriter, r *http.Request) (dlqQueue, string, bool) {
+	q, ok := queueByKey(chi.URLParam(r, "queue"))
+	if !ok {
+		s.fail(w, r, http.StatusNotFound, "not_found", "There is no such dead-letter queue.")
+		return q, "", false
+	}
+	id := r.URL.Query().Get("id")
+	if r.Method == http.MethodPost {
+		id = r.PostFormValue("id")
+	}
+	if len(id) > 256 {
+		s.fail(w, r, http.StatusBadRequest, "invalid", "That message id is too long.")
+		return q, "", false
+	}
+	return q, id, true
+}
+
+func (s *Server) dlqMessage(w http.ResponseWriter, r *http.Request) {
+	q, id, ok := s.dlqQueueParam(w, r)
+	if !ok {
+		return
+	}
+	if id == "" {
+		s.fail(w, r, http.StatusBadRequest, "invalid", "Which message? The id is missing.")
+		return
+	}
+	m, err := s.deps.Broker.Get(r.Context(), q.Dest, id, s.opts.DLQListMax)
+	if err != nil {
+		if errors.Is(err, admininterface.ErrNotFound) {
+			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")
+			return
+		}
+		s.upstreamFail(w, r, "Reading the dead-letter queue", err)
+		return
+	}
+	d := dlqMessageData{Queue: q, Message: m}
+	body := m.Body
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, body, "", "  ") == nil {
+		body = pretty.Bytes()
+	}
+	if len(body) > bodyShown {
+		body, d.Truncated = body[:bodyShown], true
+	}
+	d.Body, d.Shown = string(body), len(body)
+	s.render(w, r, http.StatusOK, "dlq_message", "Dead-lettered message", d, "", "")
+}
+
+func (s *Server) confirmReplay(w http.ResponseWriter, r *http.Request) {
+	q, id, ok := s.dlqQueueParam(w, r)
+	if !ok {
+		return
+	}
+	d := confirmData{Action: "/dlq/" + q.Key + "/replay", Button: "Replay", Cancel: "/dlq", Fields: map[string]string{"id": id}}
+	if id == "" {
+		d.Question = "Replay every message of " + q.Name + " to " + q.Target + "?"
+		d.Detail = "Messages that still cannot be stored come back to the dead-letter queue with their reason."
+		d.Button = "Replay all"
+	} else {
+		d.Question = "Replay message " + id + " of " + q.Name + " to " + q.Target + "?"
+	}
+	s.render(w, r, http.StatusOK, "confirm", "Replay dead-lettered messages", d, "", "")
+}
+
+func (s *Server) confirmDelete(w http.ResponseWriter, r *http.Request) {
+	q, id, ok := s.dlqQueueParam(w, r)
+	if !ok {
+		return
+	}
+	if id == "" {
+		s.fail(w, r, http.StatusBadRequest, "invalid", "Which message? The id is missing.")
+		return
+	}
+	s.render(w, r, http.StatusOK, "confirm", "Delete a dead-lettered message", confirmData{
+		Action: "/dlq/" + q.Key + "/delete", Fields: map[string]string{"id": id},
+		Question: "Delete message " + id + " from " + q.Name + "?",
+		Detail:   "Its content is lost for good; export it first if it may be needed.",
+		Button:   "Delete message", Cancel: "/dlq/" + q.Key + "/message?id=" + id,
+	}, "", "")
+}
+
+func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
+	q, id, ok := s.dlqQueueParam(w, r)
+	if !ok {
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		http.Redirect(w, r, "/dlq", http.StatusSeeOther)
+		return
+	}
+	max := 1
+	if id == "" {
+		// Replay what is there now, not what comes back while replaying.
+		msgs, _, err := s.deps.Broker.Browse(r.Context(), q.Dest, s.opts.DepthCap, false)
+		if err != nil {
+			s.upstreamFail(w, r, "Reading the dead-letter queue", err)
+			return
+		}
+		max = len(msgs)
+	}
+	n := 0
+	var err error
+	if max > 0 {
+		n, err = s.deps.Broker.Replay(r.Context(), q.Dest, q.target, id, max)
+	}
+	s.auditDLQ(r, ActionDLQReplay, q, id, n, err)
+	if err != nil {
+		if errors.Is(err, admininterface.ErrNotFound) {
+			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")
+			return
+		}
+		s.upstreamFail(w, r, fmt.Sprintf("Replaying (%d replayed before the error)", n), err)
+		return
+	}
+	http.Redirect(w, r, "/dlq?replayed="+strconv.Itoa(n), http.StatusSeeOther)
+}
+
+func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
+	q, id, ok := s.dlqQueueParam(w, r)
+	if !ok {
+		return
+	}
+	if id == "" {
+		s.fail(w, r, http.StatusBadRequest, "invalid", "Which message? The id is missing.")
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		http.Redirect(w, r, "/dlq", http.StatusSeeOther)
+		return
+	}
+	err := s.deps.Broker.Delete(r.Context(), q.Dest, id)
+	n := 1
+	if err != nil {
+		n = 0
+	}
+	s.auditDLQ(r, ActionDLQDelete, q, id, n, err)
+	if err != nil {
+		if errors.Is(err, admininterface.ErrNotFound) {
+			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")
+			return
+		}
+		s.upstreamFail(w, r, "Deleting the message", err)
+		return
+	}
+	http.Redirect(w, r, "/dlq?deleted=1", http.StatusSeeOther)
+}
+
+// auditDLQ records a dead-letter action with the person as the actor. The
+// outcome is the HTTP status the action amounts to; event_count is how many
+// messages it moved or removed. A failure to audit is logged loudly: the
+// action has happened and cannot be taken back.
+func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string, n int, actErr error) {
+	outcome := http.StatusOK
+	switch {
+	case errors.Is(actErr, admininterface.ErrNotFound):
+		outcome = http.StatusNotFound
+	case actErr != nil:
+		outcome = http.StatusServiceUnavailable
+	}
+	body, _ := json.Marshal(map[string]any{"queue": q.Name, "target": q.Target, "message_id": id, "messages": n})
+	resource := "queue:" + q.Name
+	if id != "" {
+		resource += "/" + id
+	}
+	if len(resource) > 255 {
+		resource = resource[:255]
+	}
+	ua := r.UserAgent()
+	if len(ua) > 255 {
+		ua = ua[:255]
+	}
+	rec := wire.AuditRecord{
+		ID: uuid.Must(uuid.NewV7()).String(), Time: s.now().UTC(), ActorToken: admininterface.Actor(sessionOf(r).User.Username),
+		Action: action, Resource: resource, Outcome: outcome, ClientIP: clientIP(r), UserAgent: ua,
+		EventCount: n, Body: body,
+	}
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		err = s.deps.Audit.Record(ctx, s.opts.InternalKey, rec)
+		cancel()
+		if err == nil {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
+	}
+	s.log.Error("audit of a dead-letter action failed", "action", action, "queue", q.Name, "message_id", id,
+		"by", sessionOf(r).User.Username, "err", err)
+}
+
+func clientIP(r *http.Request) string {
+	host := r.RemoteAddr
+	for i := len(host) - 1; i >= 0; i-- {
+		if host[i] == ':' {
+			host = host[:i]
+			break
+		}
+	}
+	if len(host) > 2 && host[0] == '[' {
+		host = host[1 : len(host)-1]
+	}
+	return host
+}

@@ -1,0 +1,431 @@
+// Package webui serves the admin interface's pages: one handler per page,
+// html/template pages from package web, a sealed session cookie carrying
+// the person's access token, CSRF tokens on every form, and a
+// Content-Security-Policy that allows no inline script or style.
+//
+// Pages and the roles they need (admin may use every page):
+//
+//	/login, /logout                   anyone
+//	/dashboards                       analyst
+//	/audit, /audit/export.{csv,ndjson} auditor
+//	/tokens, /status, /dlq            admin
+package webui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/admininterface"
+	"threatview/admininterface/broker"
+	"threatview/admininterface/upstream"
+	"threatview/admininterface/web"
+	"threatview/platform/httpserver"
+)
+
+// Options are the UI's settings.
+type Options struct {
+	// SessionKey seals the session cookie: 64 hex digits, the same on every
+	// replica.
+	SessionKey string
+	// SecureCookies marks cookies Secure (and names the session cookie with
+	// the __Host- prefix). Only a plain-HTTP development stack turns it off.
+	SecureCookies bool
+	// CollectorURL is the collector's address as apps reach it, for the
+	// ready-to-paste curl shown with a new token.
+	CollectorURL string
+	// InternalKey authorizes the audit records the UI writes itself.
+	InternalKey string
+	// Targets are the services the status page checks, in display order.
+	Targets []Target
+	// DepthCap bounds how many messages a queue depth counts (browsing).
+	DepthCap int
+	// DLQListMax bounds how many dead-lettered messages a list shows.
+	DLQListMax int
+}
+
+// Target is one service the status page checks.
+type Target struct {
+	Name   string
+	Client *upstream.Client
+}
+
+// Deps are the services the UI calls. Renderer may have a nil Client when
+// no renderer is configured (the dashboards page then says so).
+type Deps struct {
+	Identity upstream.Identity
+	Tokens   upstream.Tokens
+	Audit    upstream.Audit
+	Renderer upstream.Renderer
+	Broker   *broker.Broker
+	Sampler  *Sampler
+}
+
+// Server holds the UI's dependencies.
+type Server struct {
+	opts   Options
+	deps   Deps
+	log    *slog.Logger
+	sealer *sealer
+	pages  map[string]*template.Template
+	now    func() time.Time
+}
+
+// New returns the UI; the error names a bad option.
+func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
+	sl, err := newSealer(opts.SessionKey)
+	if err != nil {
+		return nil, err
+	}
+	if opts.DepthCap <= 0 {
+		opts.DepthCap = 1000
+	}
+	if opts.DLQListMax <= 0 {
+		opts.DLQListMax = 100
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now}, nil
+}
+
+var funcs = template.FuncMap{
+	"join": strings.Join,
+	"fmtTime": func(v any) string {
+		switch t := v.(type) {
+		case time.Time:
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05")
+		case *time.Time:
+			if t == nil || t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05")
+		}
+		return fmt.Sprint(v)
+	},
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	names, err := fs.Glob(web.Templates, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
+		if base == "layout" {
+			continue
+		}
+		t, err := template.New(base).Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", n, err)
+		}
+		pages[base] = t
+	}
+	return pages, nil
+}
+
+// Handler returns the router: pages, static files and the ops endpoints.
+func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.Check) http.Handler {
+	r := chi.NewRouter()
+	r.Use(httpserver.Instrument(reg, "admininterface"))
+	httpserver.MountOps(r, reg, checks)
+	static, _ := fs.Sub(web.Static, "static")
+	r.Group(func(r chi.Router) {
+		r.Use(securityHeaders)
+		r.Handle("/static/*", http.StripPrefix("/static/", staticCache(http.FileServerFS(static))))
+		r.Group(func(r chi.Router) {
+			r.Use(s.withSession)
+			r.Get("/login", s.loginPage)
+			r.Post("/login", s.login)
+			r.Post("/logout", s.logout)
+			r.Get("/", s.home)
+			r.Group(func(r chi.Router) {
+				r.Use(s.require(admininterface.RoleAnalyst))
+				r.Get("/dashboards", s.dashboards)
+				r.Get("/dashboards/chart/{dimension}.svg", s.dashboardChart)
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(s.require(admininterface.RoleAuditor))
+				r.Get("/audit", s.auditPage)
+				r.Get("/audit/export.csv", s.auditExport("csv"))
+				r.Get("/audit/export.ndjson", s.auditExport("ndjson"))
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(s.require(admininterface.RoleAdmin))
+				r.Get("/tokens", s.tokensPage)
+				r.Post("/tokens", s.createToken)
+				r.Get("/tokens/{id}/revoke", s.confirmRevoke)
+				r.Post("/tokens/{id}/revoke", s.revokeToken)
+				r.Get("/status", s.statusPage)
+				r.Get("/dlq", s.dlqPage)
+				r.Get("/dlq/{queue}/message", s.dlqMessage)
+				r.Get("/dlq/{queue}/replay", s.confirmReplay)
+				r.Post("/dlq/{queue}/replay", s.replay)
+				r.Get("/dlq/{queue}/delete", s.confirmDelete)
+				r.Post("/dlq/{queue}/delete", s.deleteMessage)
+			})
+			r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+				s.fail(w, r, http.StatusNotFound, "not_found", "There is no such page.")
+			})
+			r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+				s.fail(w, r, http.StatusMethodNotAllowed, "method_not_allowed", "That method is not allowed here.")
+			})
+		})
+	})
+	return r
+}
+
+// csp allows scripts, styles and images from this origin only: no inline
+// script or style, no plugins, no framing, forms posting only here.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", csp)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func staticCache(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		next.ServeHTTP(w, r)
+	})
+}
+
+type ctxKey struct{}
+
+func sessionOf(r *http.Request) *session {
+	s, _ := r.Context().Value(ctxKey{}).(*session)
+	return s
+}
+
+// withSession loads the session (making an anonymous one with a CSRF token
+// when there is none) and checks the CSRF token and origin of every
+// unsafe request.
+func (s *Server) withSession(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		sess, fresh := s.loadSession(r)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !sameOrigin(r) || fresh || !csrfOK(sess, r.PostFormValue("csrf")) {
+				if fresh {
+					_ = s.saveSession(w, sess)
+				}
+				s.fail(w, r, http.StatusForbidden, "csrf",
+					"This form has expired or did not come from this site. Reload the page and try again.")
+				return
+			}
+		}
+		if fresh {
+			if err := s.saveSession(w, sess); err != nil {
+				s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, sess)))
+	})
+}
+
+// sameOrigin refuses a request whose Origin (sent by browsers on every
+// POST) names another site.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return o == ""
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
+
+// require lets a request through only for a signed-in person holding one
+// of roles (or admin); others are sent to sign in, or refused with 403.
+func (s *Server) require(roles ...string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			sess := sessionOf(r)
+			if !sess.signedIn(s.now()) {
+				if r.Method == http.MethodGet {
+					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
+				s.fail(w, r, http.StatusUnauthorized, "unauthorized", "Sign in first.")
+				return
+			}
+			if !s.fresh(w, r, sess) {
+				return
+			}
+			if !sess.User.Has(roles...) {
+				s.fail(w, r, http.StatusForbidden, "forbidden",
+					fmt.Sprintf("Your roles (%s) do not allow this page.", strings.Join(sess.User.Roles, ", ")))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// refreshMargin is how long before its expiry an access token is renewed.
+const refreshMargin = 90 * time.Second
+
+// fresh renews the access token when it is about to expire, on page
+// requests only: identity uses up a refresh token at its first use and
+// treats a second use as theft (ending the sign-in), so the images and
+// downloads a page pulls in at once must not all try. They go out after the
+// page, with its renewed cookie. It returns false when it answered.
+func (s *Server) fresh(w http.ResponseWriter, r *http.Request, sess *session) bool {
+	now := s.now()
+	if sess.TokenExp.Sub(now) > refreshMargin || sess.Refresh == "" || !isPage(r) {
+		return true
+	}
+	l, err := s.deps.Identity.Refresh(r.Context(), sess.Refresh)
+	switch {
+	case err == nil && l.AccessToken != "":
+		next := fromLogin(l)
+		next.CSRF = sess.CSRF // forms open in other tabs stay valid
+		*sess = *next
+		if err := s.saveSession(w, sess); err != nil {
+			s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
+			return false
+		}
+		return true
+	case errors.Is(err, admininterface.ErrUnauthorized), errors.Is(err, admininterface.ErrInvalid):
+		s.log.Info("session ended: refresh refused", "username", sess.User.Username)
+		s.clearSession(w)
+		http.Redirect(w, r, "/login?expired=1&next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return false
+	default:
+		// Identity is down: carry on with the access token while it lasts.
+		s.log.Warn("session refresh failed", "username", sess.User.Username, "err", err)
+		return true
+	}
+}
+
+// isPage tells page requests from the sub-resources and downloads a page
+// pulls in.
+func isPage(r *http.Request) bool {
+	p := r.URL.Path
+	return !strings.HasPrefix(p, "/dashboards/chart/") && !strings.HasPrefix(p, "/audit/export.")
+}
+
+// navItem is one link of the main navigation.
+type navItem struct {
+	Path, Label string
+	Current     bool
+}
+
+var navAll = []struct {
+	path, label, role string
+}{
+	{"/dashboards", "Dashboards", admininterface.RoleAnalyst},
+	{"/tokens", "Apps and tokens", admininterface.RoleAdmin},
+	{"/audit", "Audit trail", admininterface.RoleAuditor},
+	{"/status", "System status", admininterface.RoleAdmin},
+	{"/dlq", "Dead letters", admininterface.RoleAdmin},
+}
+
+func (s *Server) nav(u admininterface.User, path string) []navItem {
+	var out []navItem
+	for _, n := range navAll {
+		if u.Has(n.role) {
+			out = append(out, navItem{Path: n.path, Label: n.label, Current: strings.HasPrefix(path, n.path)})
+		}
+	}
+	return out
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	User  *admininterface.User
+	Nav   []navItem
+	CSRF  string
+	Flash string
+	Error string
+	Data  any
+}
+
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page, title string, data any, flash, errMsg string) {
+	t, ok := s.pages[page]
+	if !ok {
+		panic("no page template " + page)
+	}
+	v := view{Title: title, Data: data, Flash: flash, Error: errMsg}
+	if sess := sessionOf(r); sess != nil {
+		v.CSRF = sess.CSRF
+		if sess.signedIn(s.now()) {
+			u := sess.User
+			v.User = &u
+			v.Nav = s.nav(u, r.URL.Path)
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := t.ExecuteTemplate(w, "layout", v); err != nil {
+		s.log.Error("render page", "page", page, "err", err)
+	}
+}
+
+// fail answers an error: an HTML page for a browser, the JSON error body
+// for anything else.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		httpserver.WriteError(w, status, code, msg, nil)
+		return
+	}
+	s.render(w, r, status, "error", http.StatusText(status), struct{ Message string }{msg}, "", "")
+}
+
+// upstreamFail answers an error from a service call: an expired or revoked
+// access token ends the session, a refusal is 403, anything else is shown.
+func (s *Server) upstreamFail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, admininterface.ErrUnauthorized):
+		s.clearSession(w)
+		http.Redirect(w, r, "/login?expired=1", http.StatusSeeOther)
+	case errors.Is(err, admininterface.ErrForbidden):
+		s.fail(w, r, http.StatusForbidden, "forbidden", what+": the service refused your roles.")
+	case errors.Is(err, admininterface.ErrNotFound):
+		s.fail(w, r, http.StatusNotFound, "not_found", what+": not found.")
+	case errors.Is(err, admininterface.ErrInvalid):
+		s.fail(w, r, http.StatusBadRequest, "invalid", what+": "+err.Error())
+	default:
+		s.log.Error("upstream call failed", "what", what, "err", err)
+		s.fail(w, r, http.StatusBadGateway, "unavailable", what+": a service did not answer; try again shortly.")
+	}
+}
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	sess := sessionOf(r)
+	if !sess.signedIn(s.now()) {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	items := s.nav(sess.User, "")
+	if len(items) == 0 {
+		s.fail(w, r, http.StatusForbidden, "forbidden", "Your account has no role that allows any page.")
+		return
+	}
+	http.Redirect(w, r, items[0].Path, http.StatusSeeOther)
+}
