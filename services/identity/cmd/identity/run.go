@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"threatview/identity"
+	"threatview/identity/auditlog"
+	"threatview/identity/httpapi"
+	"threatview/identity/mariadb"
+	"threatview/identity/oidc"
+	"threatview/platform/config"
+	"threatview/platform/httpserver"
+	"threatview/platform/logging"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const defaultAddr = ":8085"
+
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	var cfg Config
+	if err := config.Parse(getenv, &cfg); err != nil {
+		return err
+	}
+	log := logging.New(stdout, "identity", version, cfg.LogLevel)
+	log.Info("starting", "config", config.Masked(cfg))
+
+	keys, err := identity.ParseKeyring(cfg.SigningKeys)
+	if err != nil {
+		return fmt.Errorf("IDENTITY_SIGNING_KEYS: %w", err)
+	}
+	hasher, err := identity.NewHasher(identity.Argon2Params{MemoryKiB: cfg.Argon2MemoryKiB, Time: cfg.Argon2Time, Threads: cfg.Argon2Threads}, cfg.HashConcurrency)
+	if err != nil {
+		return err
+	}
+	db, err := mariadb.Open(cfg.DatabaseDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	store := mariadb.New(db)
+
+	var auditor identity.Auditor
+	if cfg.AuditURL != "" {
+		auditor = auditlog.New(cfg.AuditURL, cfg.InternalKey, cfg.AuditTimeout, &http.Client{
+			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second},
+		})
+	} else {
+		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
+	}
+	svc := identity.NewService(store, hasher, keys, auditor, identity.Options{
+		AccessTTL: cfg.AccessTTL, RefreshTTL: cfg.RefreshTTL,
+		MaxFailuresUser: cfg.MaxFailuresUser, MaxFailuresIP: cfg.MaxFailuresIP, FailureWindow: cfg.FailureWindow,
+	}, log)
+
+	if cfg.BootstrapUser != "" {
+		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		created, err := svc.Bootstrap(bctx, cfg.BootstrapUser, cfg.BootstrapPassword)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("create the first admin (IDENTITY_BOOTSTRAP_ADMIN_USER): %w", err)
+		}
+		log.Info("first admin", "username", cfg.BootstrapUser, "created", created)
+	}
+
+	trusted, _ := prefixes(cfg.TrustedProxies) // checked by Validate
+	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: trusted, SecureCookies: cfg.SecureCookies}
+	if cfg.OIDCIssuer != "" {
+		roleMap, _ := oidc.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
+		opts.OIDC = oidc.New(oidc.Config{
+			Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
+			RedirectURL: cfg.OIDCRedirectURL, Scopes: cfg.OIDCScopes,
+			GroupsClaim: cfg.OIDCGroupsClaim, UsernameClaim: cfg.OIDCUsernameClaim, RoleMap: roleMap,
+		}, store, nil, log)
+	}
+	reg := httpserver.NewRegistry()
+	h := httpapi.New(svc, opts, reg, map[string]httpserver.Check{"database": store.Ping}, log)
+	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}

@@ -1,0 +1,263 @@
+// Package identity keeps the people who operate Threat View, their roles and
+// their sessions.
+//
+// A person signs in with a username and password (or through the company's
+// identity provider, see package oidc) and receives a short-lived access
+// token, an EdDSA JWT every service verifies locally against the public keys
+// published at /.well-known/jwks.json (package platform/authz), and an opaque
+// refresh token, stored only as its SHA-256 and rotated at every use.
+// Passwords are stored only as argon2id hashes (see Hasher).
+package identity
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"threatview/platform/authz"
+	"threatview/platform/wire"
+)
+
+// Sentinel errors. Adapters translate driver errors into them; the httpapi
+// package maps them to HTTP statuses.
+var (
+	// ErrNotFound means no person has the given username.
+	ErrNotFound = errors.New("user not found")
+	// ErrInvalid means a request breaks a rule (a bad username, a short
+	// password, an unknown role).
+	ErrInvalid = errors.New("invalid input")
+	// ErrConflict means the username is taken, or the change would lock the
+	// caller out (an admin disabling, deleting or demoting themselves).
+	ErrConflict = errors.New("conflict")
+	// ErrBadCredentials means a sign-in failed: unknown user, wrong password,
+	// disabled person, or an invalid, expired or revoked refresh token. The
+	// same error is given for each, so nobody learns which usernames exist.
+	ErrBadCredentials = errors.New("invalid username or password")
+	// ErrThrottled means too many failed sign-ins; see ThrottledError.
+	ErrThrottled = errors.New("too many failed sign-ins")
+	// ErrForbidden means the identity provider vouched for a person whose
+	// groups map to no role, or who would take over a local account.
+	ErrForbidden = errors.New("forbidden")
+	// ErrAuditUnavailable means the audit logger could not record an action;
+	// the action was not done.
+	ErrAuditUnavailable = errors.New("audit logger unavailable")
+)
+
+// ThrottledError says how long to wait before the next sign-in attempt.
+type ThrottledError struct {
+	RetryAfter time.Duration
+}
+
+func (e *ThrottledError) Error() string {
+	return fmt.Sprintf("too many failed sign-ins; retry in %s", e.RetryAfter.Round(time.Second))
+}
+
+// Unwrap makes errors.Is(err, ErrThrottled) true.
+func (e *ThrottledError) Unwrap() error { return ErrThrottled }
+
+// Sources of people.
+const (
+	// SourceLocal people sign in with a password kept here.
+	SourceLocal = "local"
+	// SourceOIDC people sign in through the identity provider; their roles
+	// are set from its groups at every sign-in.
+	SourceOIDC = "oidc"
+)
+
+// User is a person as stored.
+type User struct {
+	Username     string
+	PasswordHash string // argon2id PHC string; empty for SourceOIDC
+	Roles        []string
+	Source       string
+	Disabled     bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	LastLoginAt  *time.Time
+}
+
+// RefreshToken is a stored refresh token (never its plain form).
+type RefreshToken struct {
+	Hash      [sha256.Size]byte
+	FamilyID  string
+	Username  string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+	RevokedAt *time.Time
+}
+
+// UserChange is a partial update; nil fields are left alone.
+type UserChange struct {
+	Roles    *[]string
+	Disabled *bool
+}
+
+// OIDCState is a pending OIDC sign-in.
+type OIDCState struct {
+	StateHash [sha256.Size]byte
+	Verifier  string
+	Nonce     string
+	ExpiresAt time.Time
+}
+
+// Confirm runs inside a store transaction after the change and before the
+// commit; when it fails the change is rolled back. The service uses it to
+// make a change and its audit record one.
+type Confirm func(ctx context.Context) error
+
+// Store keeps people, refresh tokens, sign-in failures and OIDC states.
+type Store interface {
+	// CreateUser inserts u. Returns ErrConflict when the username is taken.
+	CreateUser(ctx context.Context, u User, confirm Confirm) error
+	// GetUser returns the person with username, or ErrNotFound.
+	GetUser(ctx context.Context, username string) (User, error)
+	// ListUsers returns every person, by username.
+	ListUsers(ctx context.Context) ([]User, error)
+	// UpdateUser applies ch to username and returns the person afterwards;
+	// disabling revokes their refresh tokens. Returns ErrNotFound.
+	UpdateUser(ctx context.Context, username string, ch UserChange, at time.Time, confirm Confirm) (User, error)
+	// SetPassword replaces the password hash and revokes the person's refresh
+	// tokens. Returns ErrNotFound.
+	SetPassword(ctx context.Context, username, hash string, at time.Time, confirm Confirm) error
+	// DeleteUser removes the person and their refresh tokens. Returns
+	// ErrNotFound.
+	DeleteUser(ctx context.Context, username string, confirm Confirm) error
+	// UpsertOIDCUser creates or updates a SourceOIDC person with roles.
+	// Returns ErrForbidden when username belongs to a local person.
+	UpsertOIDCUser(ctx context.Context, username string, roles []string, at time.Time) (User, error)
+	// TouchLogin sets last_login_at.
+	TouchLogin(ctx context.Context, username string, at time.Time) error
+
+	// CreateRefresh stores a refresh token.
+	CreateRefresh(ctx context.Context, t RefreshToken) error
+	// RotateRefresh marks the token with hash old used and stores next in
+	// its family, atomically, and returns the old token as stored. An
+	// unknown, expired, revoked or already used token gives
+	// ErrBadCredentials; a used one also revokes its whole family (reuse
+	// means theft).
+	RotateRefresh(ctx context.Context, old [sha256.Size]byte, next RefreshToken, at time.Time) (RefreshToken, error)
+	// RevokeRefreshFamily revokes the family of the token with hash and
+	// returns its username; ErrBadCredentials when unknown.
+	RevokeRefreshFamily(ctx context.Context, hash [sha256.Size]byte, at time.Time) (string, error)
+
+	// Failures returns, for each key, the failures counted in the window that
+	// is still open at now and when that window opened.
+	Failures(ctx context.Context, keys []string, window time.Duration, now time.Time) (map[string]Window, error)
+	// AddFailure counts one failure for each key, opening a new window for
+	// keys whose window has closed.
+	AddFailure(ctx context.Context, keys []string, window time.Duration, now time.Time) error
+	// ResetFailures forgets the failures of keys.
+	ResetFailures(ctx context.Context, keys []string) error
+
+	// SaveOIDCState stores a pending OIDC sign-in.
+	SaveOIDCState(ctx context.Context, s OIDCState) error
+	// TakeOIDCState returns and deletes the unexpired state with hash;
+	// ErrBadCredentials when there is none.
+	TakeOIDCState(ctx context.Context, hash [sha256.Size]byte, now time.Time) (OIDCState, error)
+
+	// Ping checks that the store is reachable.
+	Ping(ctx context.Context) error
+}
+
+// Window is the failure count of one throttling key.
+type Window struct {
+	Start    time.Time
+	Failures int
+}
+
+// Auditor records an audited action durably. Audit returns an error wrapping
+// ErrAuditUnavailable when the record is not known to be durable.
+type Auditor interface {
+	Audit(ctx context.Context, rec wire.AuditRecord) error
+}
+
+// Meta describes the request behind an action, for the audit record and
+// throttling.
+type Meta struct {
+	Actor     string // the caller's authz.Caller.Actor(); blank for sign-ins
+	ClientIP  string
+	UserAgent string
+	RequestID string
+}
+
+// Limits on fields.
+const (
+	MaxUsernameLen = 64
+	MinPasswordLen = 12
+	// MaxPasswordLen bounds the work an attacker can make argon2 do.
+	MaxPasswordLen = 256
+)
+
+// NormalizeUsername lower-cases a username and checks it: 1 to 64
+// characters of [a-z0-9._@-], starting with a letter or digit. The error
+// wraps ErrInvalid.
+func NormalizeUsername(s string) (string, error) {
+	s = strings.ToLower(s)
+	if s == "" {
+		return "", fmt.Errorf("%w: username is required", ErrInvalid)
+	}
+	if len(s) > MaxUsernameLen {
+		return "", fmt.Errorf("%w: username is longer than %d characters", ErrInvalid, MaxUsernameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '@' || c == '-')
+		if !ok {
+			return "", fmt.Errorf("%w: username may contain only letters, digits, '.', '_', '@' and '-', and starts with a letter or digit", ErrInvalid)
+		}
+	}
+	if s == authz.ActorAdminKey {
+		return "", fmt.Errorf("%w: username %q is reserved", ErrInvalid, s)
+	}
+	return s, nil
+}
+
+// ValidatePassword checks a new password's length (12 to 256 characters).
+// The error wraps ErrInvalid and never contains the password.
+func ValidatePassword(p string) error {
+	n := len([]rune(p))
+	if n < MinPasswordLen {
+		return fmt.Errorf("%w: password must have at least %d characters", ErrInvalid, MinPasswordLen)
+	}
+	if len(p) > MaxPasswordLen {
+		return fmt.Errorf("%w: password must have at most %d bytes", ErrInvalid, MaxPasswordLen)
+	}
+	return nil
+}
+
+// NormalizeRoles checks roles against authz.Roles and returns them sorted
+// without duplicates. The error wraps ErrInvalid.
+func NormalizeRoles(roles []string) ([]string, error) {
+	out := make([]string, 0, len(roles))
+	for _, r := range roles {
+		if !authz.ValidRole(r) {
+			return nil, fmt.Errorf("%w: unknown role %.40q (want admin, analyst or auditor)", ErrInvalid, r)
+		}
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// RefreshPrefix starts every refresh token so secret scanners recognise one.
+const RefreshPrefix = "tvr_"
+
+// NewRefreshPlain returns a fresh refresh token (prefix and 32 random bytes
+// in base64url) and its SHA-256.
+func NewRefreshPlain() (string, [sha256.Size]byte, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", [sha256.Size]byte{}, fmt.Errorf("read random bytes: %w", err)
+	}
+	plain := RefreshPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return plain, sha256.Sum256([]byte(plain)), nil
+}
