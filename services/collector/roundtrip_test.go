@@ -70,11 +70,20 @@ func checkRoundTrip(t *testing.T, body []byte, recv time.Time) (accepted bool) {
 		t.Fatalf("Enrich(validEvent) = %v", err)
 	}
 	msg := collector.AppendEnvelope(nil, good, out)
-	b, err := wire.DecodeEventBatch(msg)
-	if err != nil {
-		t.Fatalf("accepted body %.200q: envelope does not decode: %v", body, err)
+	reqs, err := wire.DecodeEvents(msg)
+	if err != nil || len(reqs) != 2 {
+		t.Fatalf("accepted body %.200q: envelope does not split into 2 requests: %d, %v", body, len(reqs), err)
 	}
-	events := b.Events
+	var events []wire.Event
+	for i, r := range reqs {
+		if r.Err != nil {
+			t.Fatalf("accepted body %.200q: request %d does not decode: %v", body, i, r.Err)
+		}
+		events = append(events, r.Events...)
+	}
+	if len(reqs[1].Events) != len(in) {
+		t.Fatalf("accepted body %.200q: request holds %d events, want %d", body, len(reqs[1].Events), len(in))
+	}
 	if len(events) != len(in)+1 {
 		t.Fatalf("accepted body %.200q: envelope holds %d events, want %d", body, len(events), len(in)+1)
 	}

@@ -9,6 +9,7 @@ type Metrics struct {
 	EventsStored   prometheus.Counter
 	Duplicates     prometheus.Counter
 	DeadLettered   prometheus.Counter
+	Isolated       *prometheus.CounterVec
 	WriteErrors    prometheus.Counter
 	AckErrors      prometheus.Counter
 	Aggregated     prometheus.Counter
@@ -40,8 +41,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		DeadLettered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "processor_messages_dead_lettered_total",
-			Help: "Messages sent to the dead-letter queue because they can never be stored.",
+			Help: "Messages sent to the dead-letter queue because they can never be stored: one per isolated request, or a whole message that cannot be split into requests.",
 		}),
+		Isolated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "processor_requests_isolated_total",
+			Help: "Requests set aside and dead-lettered alone while the other requests of their message were stored, by reason (envelope: does not decode or breaks the envelope's rules; unstorable: fails the storable checks; refused: Postgres refused its rows).",
+		}, []string{"reason"}),
 		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "processor_batch_write_errors_total",
 			Help: "Failed batch writes; each is retried with backoff.",
@@ -67,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while this replica holds the leader lock and consumes.",
 		}),
 	}
-	reg.MustRegister(m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered,
+	reg.MustRegister(m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
 		m.WriteErrors, m.AckErrors, m.Aggregated, m.AggregateRuns, m.AggregationLag, m.Leader)
 	return m
 }

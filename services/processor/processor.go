@@ -100,8 +100,10 @@ type Store interface {
 	// WriteBatch stores events and their facts in one transaction, skipping
 	// events already stored (see the postgres package for how far back).
 	// When it returns nil the batch is durable. Errors wrap ErrUnstorable
-	// when Postgres refuses a value of the batch (retrying cannot help) and
-	// ErrUnavailable otherwise.
+	// when the rows themselves cause the failure (a data exception, an
+	// integrity violation, a program limit such as max_stack_depth:
+	// retrying cannot help) and ErrUnavailable otherwise (transient:
+	// connection loss, serialization failure, lock timeout).
 	WriteBatch(ctx context.Context, events []wire.Event) (WriteResult, error)
 }
 

@@ -222,13 +222,7 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 	}
 
 	fp := fragPool.Get().(*[]byte)
-	frag := (*fp)[:0]
-	for i := range events {
-		if i > 0 {
-			frag = append(frag, ',')
-		}
-		frag = collector.AppendEvent(frag, &events[i])
-	}
+	frag := collector.AppendRequest((*fp)[:0], events)
 	defer func() {
 		if cap(frag) <= 2*collector.MaxRequestBytes {
 			*fp = frag

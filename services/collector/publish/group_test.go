@@ -60,7 +60,7 @@ func (r *recorder) messages(t *testing.T) [][]int {
 }
 
 func opts() publish.Options {
-	return publish.Options{Prefix: publish.EventsPrefix, Suffix: publish.Suffix, Concurrency: 1, Timeout: 5 * time.Second}
+	return publish.Options{Prefix: `{"events":[`, Suffix: publish.Suffix, Concurrency: 1, Timeout: 5 * time.Second}
 }
 
 func TestGroup_Add(t *testing.T) {
@@ -180,7 +180,7 @@ func TestGroup_Add(t *testing.T) {
 }
 
 func BenchmarkGroup(b *testing.B) {
-	g := publish.New(publish.Options{Prefix: publish.EventsPrefix, Suffix: publish.Suffix, Concurrency: 4},
+	g := publish.New(publish.Options{Prefix: `{"events":[`, Suffix: publish.Suffix, Concurrency: 4},
 		func(context.Context, []byte, int) error { return nil })
 	frag := []byte(`{"id":"0190f0a8-1234-7abc-8def-0123456789ab","type":"app.startup"}`)
 	b.ReportAllocs()

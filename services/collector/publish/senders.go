@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"threatview/collector"
+	"threatview/platform/wire"
 )
 
 // Sender is the part of mq.Publisher the broker sender needs.
@@ -17,10 +18,11 @@ type Sender interface {
 	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
 }
 
-// Envelope prefixes and suffixes of the wire formats (wire.EventBatch and
-// wire.AuditBatch, version 1).
+// Envelope prefixes and suffixes of the wire formats (events: version
+// wire.EventsVersion, each fragment one request, see
+// collector.AppendRequest; audit: wire.AuditBatch, version 1).
 const (
-	EventsPrefix = `{"v":1,"events":[`
+	EventsPrefix = wire.EventsPrefix
 	AuditPrefix  = `{"v":1,"records":[`
 	Suffix       = `]}`
 )

@@ -29,7 +29,8 @@ func DeadLetter(dest string) string {
 // HeaderDeadLetterReason carries why a message was dead-lettered.
 const HeaderDeadLetterReason = "threatview-dlq-reason"
 
-// Version is the envelope version this code writes and reads.
+// Version is the version of the audit envelope, and of the events envelope
+// before EventsVersion (still decoded).
 const Version = 1
 
 // ErrInvalidEnvelope means a message can never be processed: it is
@@ -76,23 +77,21 @@ type Device struct {
 	OSVersion    string `json:"os_version,omitempty"`
 }
 
-// DecodeEventBatch parses and checks a message body. Any error wraps
-// ErrInvalidEnvelope: such a message will never be storable.
+// DecodeEventBatch parses and checks a message body of either version into
+// the flat version-1 shape (V is 1). Any error wraps ErrInvalidEnvelope:
+// such a message will never be storable. Consumers that must set one
+// request aside without the others use DecodeEvents.
 func DecodeEventBatch(body []byte) (EventBatch, error) {
-	var b EventBatch
-	if err := json.Unmarshal(body, &b); err != nil {
-		return EventBatch{}, fmt.Errorf("%w: decode: %v", ErrInvalidEnvelope, err)
+	reqs, err := DecodeEvents(body)
+	if err != nil {
+		return EventBatch{}, err
 	}
-	if b.V != Version {
-		return EventBatch{}, fmt.Errorf("%w: version %d, want %d", ErrInvalidEnvelope, b.V, Version)
-	}
-	if len(b.Events) == 0 {
-		return EventBatch{}, fmt.Errorf("%w: no events", ErrInvalidEnvelope)
-	}
-	for i, e := range b.Events {
-		if err := e.validate(); err != nil {
-			return EventBatch{}, fmt.Errorf("%w: event %d: %v", ErrInvalidEnvelope, i, err)
+	b := EventBatch{V: Version}
+	for i := range reqs {
+		if reqs[i].Err != nil {
+			return EventBatch{}, fmt.Errorf("request %d: %w", i, reqs[i].Err)
 		}
+		b.Events = append(b.Events, reqs[i].Events...)
 	}
 	return b, nil
 }

@@ -1,7 +1,9 @@
-// Package consumer turns broker deliveries into batches: it decodes each
-// message, dead-letters those that can never be stored, writes the events
-// of a batch in one transaction (retrying database errors with backoff,
-// never dead-lettering them) and acks every message only after the commit.
+// Package consumer turns broker deliveries into batches: it splits each
+// message into the requests it carries, dead-letters alone each request
+// that can never be stored (its own body, the reason in a header), writes
+// the events of every other request of the batch in one transaction
+// (retrying transient database errors with backoff, never dead-lettering
+// for them) and acks every message only after the commit.
 package consumer
 
 import (
@@ -51,21 +53,34 @@ func New(store processor.Store, dlq Publisher, cfg Config, m *processor.Metrics,
 
 // batch is what one transaction handles.
 type batch struct {
-	deliveries []*mq.Delivery // the good messages, acked together after the commit
-	counts     []int          // events of each delivery, in order
-	events     []wire.Event
-	poison     []poison
+	deliveries []*mq.Delivery // every message of the batch, acked together at the end
+	units      []unit         // the good requests, in order
+	events     []wire.Event   // the events of the good requests, in order
+	poison     []poison       // requests (or whole messages) to dead-letter
 }
 
+// unit is one request's place in events.
+type unit struct {
+	req        *wire.Request
+	start, end int
+}
+
+// poison is what goes to the dead-letter queue: one request alone, or a
+// whole message that cannot be split into requests.
 type poison struct {
-	d      *mq.Delivery
-	reason string
+	body      []byte
+	reason    string // the metric label: envelope, unstorable, refused, message
+	err       string
+	requestID string
+	appID     string
+	events    int
 }
 
 func (b *batch) reset() {
 	clear(b.deliveries)
 	b.deliveries = b.deliveries[:0]
-	b.counts = b.counts[:0]
+	clear(b.units)
+	b.units = b.units[:0]
 	clear(b.events)
 	b.events = b.events[:0]
 	clear(b.poison)
@@ -138,30 +153,40 @@ func (c *Consumer) gather(ctx context.Context, in <-chan *mq.Delivery, b *batch,
 	}
 }
 
-// add decodes d into b: its events, or a poison entry.
+// add decodes d into b: the events of each good request, and a poison
+// entry for each request that cannot be decoded or stored (or for the whole
+// message when it cannot be split into requests).
 func (c *Consumer) add(b *batch, d *mq.Delivery) {
-	eb, err := wire.DecodeEventBatch(d.Body)
-	if err == nil {
-		now := time.Now()
-		for i := range eb.Events {
-			if err = processor.CheckStorable(&eb.Events[i], now); err != nil {
-				err = fmt.Errorf("event %d: %w", i, err)
-				break
-			}
-		}
-	}
+	b.deliveries = append(b.deliveries, d)
+	reqs, err := wire.DecodeEvents(d.Body)
 	if err != nil {
-		b.poison = append(b.poison, poison{d: d, reason: truncate(err.Error(), maxReason)})
+		b.poison = append(b.poison, poison{body: d.Body, reason: "message", err: truncate(err.Error(), maxReason)})
 		return
 	}
-	b.deliveries = append(b.deliveries, d)
-	b.counts = append(b.counts, len(eb.Events))
-	b.events = append(b.events, eb.Events...)
+	now := time.Now()
+	for i := range reqs {
+		r := &reqs[i]
+		reason, err := "envelope", r.Err
+		for k := 0; err == nil && k < len(r.Events); k++ {
+			if err = processor.CheckStorable(&r.Events[k], now); err != nil {
+				reason, err = "unstorable", fmt.Errorf("event %d: %w", k, err)
+			}
+		}
+		if err != nil {
+			b.poison = append(b.poison, poison{body: r.Body(), reason: reason, err: truncate(err.Error(), maxReason),
+				requestID: r.RequestID, appID: r.AppID, events: len(r.Events)})
+			continue
+		}
+		start := len(b.events)
+		b.events = append(b.events, r.Events...)
+		b.units = append(b.units, unit{req: r, start: start, end: len(b.events)})
+	}
 }
 
-// handle dead-letters (and acks) the poison, writes the events and acks
-// their messages. If ctx ends before that is done nothing more is acked:
-// the broker redelivers, and the store skips what was already written.
+// handle dead-letters the poison, writes the events of the good requests
+// and acks every message of the batch. If ctx ends before that is done
+// nothing more is acked: the broker redelivers, and the store skips what
+// was already written.
 func (c *Consumer) handle(ctx context.Context, b *batch) {
 	start := time.Now()
 	for _, p := range b.poison {
@@ -172,8 +197,8 @@ func (c *Consumer) handle(ctx context.Context, b *batch) {
 	if len(b.events) > 0 {
 		res, err := c.write(ctx, b.events)
 		if errors.Is(err, processor.ErrUnstorable) {
-			// Some message holds a value Postgres refuses although it passed
-			// CheckStorable: find it by writing message by message.
+			// Postgres refuses a row that passed CheckStorable: find its
+			// request by writing request by request.
 			res, err = c.isolate(ctx, b)
 		}
 		if err != nil {
@@ -223,20 +248,18 @@ func (c *Consumer) write(ctx context.Context, events []wire.Event) (processor.Wr
 	}
 }
 
-// isolate writes b's messages one at a time, dead-letters (and acks) each
-// one Postgres refuses, and leaves b.deliveries holding the stored ones. It
-// returns ctx's error if ctx ends first.
+// isolate writes b's requests one at a time and dead-letters each one
+// Postgres refuses; every other request is stored. It returns ctx's error
+// if ctx ends first, or a transient error that outlived the retries.
 func (c *Consumer) isolate(ctx context.Context, b *batch) (processor.WriteResult, error) {
 	var total processor.WriteResult
-	kept := b.deliveries[:0]
-	start := 0
-	for i, d := range b.deliveries {
-		events := b.events[start : start+b.counts[i]]
-		start += b.counts[i]
-		res, err := c.write(ctx, events)
+	for _, u := range b.units {
+		res, err := c.write(ctx, b.events[u.start:u.end])
 		switch {
 		case errors.Is(err, processor.ErrUnstorable):
-			if !c.deadLetter(ctx, poison{d: d, reason: truncate(err.Error(), maxReason)}) {
+			p := poison{body: u.req.Body(), reason: "refused", err: truncate(err.Error(), maxReason),
+				requestID: u.req.RequestID, appID: u.req.AppID, events: u.end - u.start}
+			if !c.deadLetter(ctx, p) {
 				return total, ctx.Err()
 			}
 		case err != nil:
@@ -244,30 +267,30 @@ func (c *Consumer) isolate(ctx context.Context, b *batch) (processor.WriteResult
 		default:
 			total.Stored += res.Stored
 			total.Duplicates += res.Duplicates
-			kept = append(kept, d)
 		}
 	}
-	b.deliveries = kept
 	return total, nil
 }
 
 // deadLetter sends p to the dead-letter queue, retrying until the broker
-// takes it or ctx ends (then it reports false and nothing is acked).
+// takes it or ctx ends (then it reports false). The message p came from is
+// acked with the rest of its batch.
 func (c *Consumer) deadLetter(ctx context.Context, p poison) bool {
 	dest := wire.DeadLetter(c.cfg.Queue)
-	headers := map[string]string{wire.HeaderDeadLetterReason: p.reason}
+	headers := map[string]string{wire.HeaderDeadLetterReason: p.err}
 	backoff := 100 * time.Millisecond
 	for {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := c.dlq.Send(sctx, dest, p.d.Body, headers)
+		err := c.dlq.Send(sctx, dest, p.body, headers)
 		cancel()
 		if err == nil {
 			c.metrics.DeadLettered.Inc()
-			c.log.Warn("message dead-lettered", "destination", dest, "reason", p.reason)
-			if err := p.d.Ack(); err != nil {
-				// Redelivered and dead-lettered again: a duplicate in the DLQ, nothing lost.
-				c.metrics.AckErrors.Inc()
-				c.log.Warn("ack of dead-lettered message failed", "err", err)
+			if p.reason == "message" {
+				c.log.Warn("message dead-lettered", "destination", dest, "reason", p.err)
+			} else {
+				c.metrics.Isolated.WithLabelValues(p.reason).Inc()
+				c.log.Warn("request isolated", "destination", dest, "request_id", p.requestID,
+					"app_id", p.appID, "events", p.events, "kind", p.reason, "reason", p.err)
 			}
 			return true
 		}

@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -307,33 +308,72 @@ func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
 	}
 }
 
-// TestConsumer_FallbackAcrossBatches sends messages of mixed sizes that fill
-// several batches, with refused events in later batches, so the
-// message-by-message fallback must slice each batch's events by that
-// batch's own messages. (Before the fix the per-message counts of earlier
-// batches were kept: good events were acked but never stored, or the
-// consumer panicked.)
+// bodyV2 encodes requests as one version-2 message body.
+func bodyV2(t *testing.T, requests ...[]wire.Event) []byte {
+	t.Helper()
+	b := []byte(wire.EventsPrefix)
+	for i, req := range requests {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, wire.RequestPrefix...)
+		for j := range req {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			e, err := json.Marshal(req[j])
+			if err != nil {
+				t.Fatalf("marshal: %v", err)
+			}
+			b = append(b, e...)
+		}
+		b = append(b, wire.RequestSuffix...)
+	}
+	return append(b, wire.EventsSuffix...)
+}
+
+// request returns n random events sharing one request id.
+func request(r *rand.Rand, now time.Time, n int) []wire.Event {
+	rid := pgtest.UUID(r)
+	events := make([]wire.Event, n)
+	for j := range events {
+		events[j] = pgtest.Event(r, now, time.Hour)
+		events[j].RequestID = rid
+	}
+	return events
+}
+
+// TestConsumer_FallbackAcrossBatches sends messages of mixed sizes (1 to 3
+// requests of 1 to 7 events) that fill several batches, with a refused event
+// in some requests of later batches, so the request-by-request fallback must
+// slice each batch's events by that batch's own requests. Only the refused
+// requests go to the dead-letter queue, each alone. (Before the fix the
+// per-message counts of earlier batches were kept: good events were acked
+// but never stored, or the consumer panicked.)
 func TestConsumer_FallbackAcrossBatches(t *testing.T) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(6, 6))
 	now := time.Now().UTC()
 	bad := map[string]bool{}
-	var good []string
-	var badBodies [][]byte
+	var good, refused []string
+	badBodies := map[string]bool{}
 	for i := range 40 {
-		events := make([]wire.Event, 1+r.IntN(7))
-		for j := range events {
-			events[j] = pgtest.Event(r, now, time.Hour)
-		}
-		if i >= 10 && i%7 == 3 {
-			bad[events[len(events)/2].ID] = true
-			badBodies = append(badBodies, pgtest.Body(t, events...))
-		} else {
-			for _, e := range events {
+		reqs := make([][]wire.Event, 1+r.IntN(3))
+		for k := range reqs {
+			reqs[k] = request(r, now, 1+r.IntN(7))
+			if i >= 10 && i%7 == 3 && k == len(reqs)-1 {
+				bad[reqs[k][len(reqs[k])/2].ID] = true
+				badBodies[string(bodyV2(t, reqs[k]))] = true
+				for _, e := range reqs[k] {
+					refused = append(refused, e.ID)
+				}
+				continue
+			}
+			for _, e := range reqs[k] {
 				good = append(good, e.ID)
 			}
 		}
-		h.send(t, pgtest.Body(t, events...))
+		h.send(t, bodyV2(t, reqs...))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -344,9 +384,12 @@ func TestConsumer_FallbackAcrossBatches(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sub.C()) }()
 
-	for i := range badBodies {
+	for i := range len(badBodies) {
 		select {
 		case d := <-dlq.C():
+			if !badBodies[string(d.Body)] {
+				t.Errorf("dead letter %d = %.200s, want one refused request alone", i, d.Body)
+			}
 			_ = d.Ack()
 		case <-time.After(30 * time.Second):
 			t.Fatalf("dead letter %d of %d never arrived", i, len(badBodies))
@@ -355,11 +398,83 @@ func TestConsumer_FallbackAcrossBatches(t *testing.T) {
 	waitFor(t, "every good event", func() bool {
 		return h.count(t, "SELECT count(*) FROM events.events WHERE id = ANY($1::uuid[])", good) == len(good)
 	})
+	if got := h.count(t, "SELECT count(*) FROM events.events WHERE id = ANY($1::uuid[])", refused); got != 0 {
+		t.Fatalf("%d events of refused requests stored, want 0", got)
+	}
 	if got := h.count(t, "SELECT count(*) FROM events.events"); got != len(good) {
 		t.Fatalf("events stored = %d, want the %d good ones", got, len(good))
+	}
+	if got := testutil.ToFloat64(h.metrics.Isolated.WithLabelValues("refused")); got != float64(len(badBodies)) {
+		t.Fatalf("isolated{refused} = %v, want %d", got, len(badBodies))
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// TestConsumer_RequestIsolation sends one message carrying a good app's
+// requests around requests that cannot be decoded or stored (a time the
+// envelope cannot carry, nesting beyond encoding/json's limit, a NUL): only
+// those go to the dead-letter queue, each alone, and every good event is
+// stored. (Before, the whole message was dead-lettered.)
+func TestConsumer_RequestIsolation(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
+	h.start(t, 100)
+	r := rand.New(rand.NewPCG(7, 7))
+	now := time.Now().UTC()
+	good1, good2 := request(r, now, 3), request(r, now, 2)
+	enc := func(events []wire.Event) string {
+		b := bodyV2(t, events)
+		return string(b[len(wire.EventsPrefix) : len(b)-len(wire.EventsSuffix)])
+	}
+	badTime := strings.Replace(enc(request(r, now, 1)), `"occurred_at":"`, `"occurred_at":"-0074-12-01T04:06:49Z","x":"`, 1)
+	deepEv := request(r, now, 1)
+	deepEv[0].Threats = json.RawMessage(`["X"]`)
+	deep := strings.Replace(enc(deepEv), `["X"]`, strings.Repeat("[", 10001)+strings.Repeat("]", 10001), 1)
+	nulEv := request(r, now, 2)
+	nulEv[1].Device.Model = "a\x00b"
+	nul := enc(nulEv)
+	body := wire.EventsPrefix + strings.Join([]string{enc(good1), badTime, deep, nul, enc(good2)}, ",") + wire.EventsSuffix
+	h.send(t, []byte(body))
+
+	want := map[string]string{
+		wire.EventsPrefix + badTime + wire.EventsSuffix: "parsing time",
+		wire.EventsPrefix + deep + wire.EventsSuffix:    "max depth",
+		wire.EventsPrefix + nul + wire.EventsSuffix:     "NUL",
+	}
+	for n := len(want); n > 0; n-- {
+		select {
+		case d := <-dlq.C():
+			reason, ok := want[string(d.Body)]
+			if !ok {
+				t.Errorf("dead letter = %.200s, want one bad request alone", d.Body)
+			} else if got := d.Header(wire.HeaderDeadLetterReason); !strings.Contains(got, reason) {
+				t.Errorf("dead letter reason = %q, want it to mention %q", got, reason)
+			}
+			delete(want, string(d.Body))
+			_ = d.Ack()
+		case <-time.After(30 * time.Second):
+			t.Fatalf("dead letters missing: %d", len(want))
+		}
+	}
+	var ids []string
+	for _, e := range append(good1, good2...) {
+		ids = append(ids, e.ID)
+	}
+	waitFor(t, "the good events", func() bool {
+		return h.count(t, "SELECT count(*) FROM events.events WHERE id = ANY($1::uuid[])", ids) == len(ids)
+	})
+	if got := h.count(t, "SELECT count(*) FROM events.events"); got != len(ids) {
+		t.Fatalf("events stored = %d, want %d", got, len(ids))
+	}
+	if got := testutil.ToFloat64(h.metrics.Isolated.WithLabelValues("envelope")); got != 2 {
+		t.Errorf("isolated{envelope} = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(h.metrics.Isolated.WithLabelValues("unstorable")); got != 1 {
+		t.Errorf("isolated{unstorable} = %v, want 1", got)
 	}
 }

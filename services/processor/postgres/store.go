@@ -161,7 +161,7 @@ func (s *Store) WriteBatch(ctx context.Context, events []wire.Event) (processor.
 		}
 		n, err = s.write(ctx, events, prevMonth(lo))
 	}
-	if isDataException(err) {
+	if isPermanent(err) {
 		return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnstorable, err)
 	}
 	if err != nil {
@@ -209,13 +209,38 @@ func prevMonth(t time.Time) time.Time {
 	return time.Date(t.Year(), t.Month()-1, 1, 0, 0, 0, 0, time.UTC)
 }
 
-// isDataException reports an error of SQLSTATE class 22 (data exception:
-// a value Postgres refuses, such as an invalid jsonb escape). Retrying the
-// same data can never succeed, unlike a lost connection or a deadlock.
-func isDataException(err error) bool {
+// isPermanent reports an error the rows themselves cause, so that writing
+// the same rows again can never succeed: SQLSTATE class 21 (cardinality
+// violation), 22 (data exception: a value Postgres refuses, such as an
+// invalid jsonb escape), 23 (integrity constraint violation: a unique
+// violation from a facts partition whose events partition was dropped) and
+// 54 (program limit exceeded: max_stack_depth on a deeply nested document),
+// and a row the driver could not encode. Everything else (a lost
+// connection, a serialization failure or deadlock, a lock timeout, a full
+// disk, a missing privilege or table an operator will fix) is transient and
+// retried: it says nothing about the rows, and treating it as permanent
+// would dead-letter every request in turn.
+func isPermanent(err error) bool {
+	if errors.Is(err, errEncode) {
+		return true
+	}
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "21", "22", "54":
+		return true
+	case "23":
+		// Not 23502: a NULL device_model_id means a concurrent writer
+		// raced the dimension upsert (see insertSQL), and a retry succeeds.
+		return pgErr.Code != "23502" && !isNoPartition(err)
+	}
+	return false
 }
+
+// errEncode marks a row the driver cannot encode.
+var errEncode = errors.New("cannot encode row")
 
 func isNoPartition(err error) bool {
 	var pgErr *pgconn.PgError
@@ -272,7 +297,7 @@ func (r *rows) Values() ([]any, error) {
 	e := &r.events[r.i]
 	id, ok := parseUUID(e.ID)
 	if !ok {
-		return nil, fmt.Errorf("event %d: id %q is not a UUID", r.i, e.ID)
+		return nil, fmt.Errorf("%w: event %d: id %q is not a UUID", errEncode, r.i, e.ID)
 	}
 	var ip any
 	if a, err := netip.ParseAddr(e.ClientIP); err == nil {
