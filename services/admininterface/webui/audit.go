@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -112,17 +113,17 @@ func (f auditForm) values() url.Values {
 
 type auditData struct {
 	Form     auditForm
-	Query    string
+	Query    template.URL // the search as a query string (built by url.Values.Encode)
 	Searched bool
 	Records  []wire.AuditRecord
 	Scanned  int
-	First    string
-	Next     string
+	First    template.URL
+	Next     template.URL
 }
 
 func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	f, aq, err := parseAuditForm(r.URL.Query(), s.now())
-	d := auditData{Form: f, Query: f.values().Encode()}
+	d := auditData{Form: f, Query: template.URL(f.values().Encode())}
 	if err != nil {
 		s.render(w, r, http.StatusBadRequest, "audit", "Audit trail", d, "", err.Error())
 		return
@@ -156,7 +157,7 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 	if aq.Cursor != "" {
 		v := f.values()
 		v.Set("cursor", aq.Cursor)
-		d.Next = v.Encode()
+		d.Next = template.URL(v.Encode())
 	}
 	if f.Cursor != "" {
 		d.First = d.Query

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -42,7 +43,7 @@ type dashData struct {
 	Ranges      []dashRange
 	From, To    time.Time
 	Granularity string
-	Query       string
+	Query       template.URL // the page's query string (built by url.Values.Encode)
 	Panels      []panel
 }
 
@@ -81,7 +82,7 @@ func (s *Server) dashQuery(q url.Values) (dashData, url.Values, bool) {
 	if d.AppID != "" {
 		page.Set("app_id", d.AppID)
 	}
-	d.Query = page.Encode()
+	d.Query = template.URL(page.Encode())
 	return d, v, true
 }
 
