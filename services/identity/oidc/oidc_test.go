@@ -1,0 +1,308 @@
+package oidc_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	zoidc "github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+	"golang.org/x/text/language"
+
+	"github.com/zitadel/oidc/v3/example/server/storage"
+
+	"threatview/identity"
+	"threatview/identity/auditlog"
+	"threatview/identity/httpapi"
+	"threatview/identity/mariadb"
+	"threatview/identity/oidc"
+	"threatview/migrations"
+	"threatview/platform/httpserver"
+	"threatview/platform/testenv"
+)
+
+// people are the identity provider's users and their groups.
+var people = map[string]struct {
+	username string
+	groups   []string
+}{
+	"u-olga": {"olga", []string{"tv-analysts", "tv-auditors", "staff"}},
+	"u-adam": {"Adam", []string{"tv-admins"}},
+	"u-nina": {"nina", []string{"marketing"}},
+	"u-lou":  {"lou", []string{"tv-admins"}},
+}
+
+// userStore serves people to zitadel's example storage.
+type userStore struct{}
+
+func (userStore) GetUserByID(id string) *storage.User {
+	p, ok := people[id]
+	if !ok {
+		return nil
+	}
+	return &storage.User{ID: id, Username: p.username, Password: "idp-password", Email: p.username + "@example.com",
+		EmailVerified: true, PreferredLanguage: language.English}
+}
+
+func (s userStore) GetUserByUsername(name string) *storage.User {
+	for id, p := range people {
+		if p.username == name {
+			return s.GetUserByID(id)
+		}
+	}
+	return nil
+}
+
+func (userStore) ExampleClientID() string { return "service" }
+
+// groupsStorage is zitadel's example storage that also puts the person's
+// groups and profile claims into the ID token, as a company's identity
+// provider configured for Threat View does.
+type groupsStorage struct {
+	*storage.Storage
+}
+
+func (s groupsStorage) SetUserinfoFromRequest(ctx context.Context, info *zoidc.UserInfo, req op.IDTokenRequest, scopes []string) error {
+	if err := s.Storage.SetUserinfoFromRequest(ctx, info, req, scopes); err != nil {
+		return err
+	}
+	info.AppendClaims("groups", people[req.GetSubject()].groups)
+	return nil
+}
+
+func (s groupsStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	c, err := s.Storage.GetClientByClientID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return assertingClient{c}, nil
+}
+
+// assertingClient puts the userinfo claims (preferred_username, groups) in
+// the ID token.
+type assertingClient struct{ op.Client }
+
+func (assertingClient) IDTokenUserinfoClaimsAssertion() bool { return true }
+
+// provider starts a real OpenID provider (zitadel's op package) whose login
+// page signs in whoever *who names, as if the person typed their password.
+func provider(t *testing.T, redirectURL string, who *string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	issuer := "http://" + ln.Addr().String()
+	st := storage.NewStorageWithClients(userStore{}, map[string]*storage.Client{
+		"threatview": storage.WebClient("threatview", "client-secret", redirectURL),
+	})
+	gs := groupsStorage{st}
+	p, err := op.NewProvider(&op.Config{CryptoKey: sha256.Sum256([]byte("test")), CodeMethodS256: true, SupportedUILocales: []language.Tag{language.English}},
+		gs, op.StaticIssuer(issuer), op.WithAllowInsecure(), op.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	interceptor := op.NewIssuerInterceptor(p.IssuerFromRequest)
+	mux.Handle("/login/username", interceptor.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("authRequestID")
+		if err := st.CheckUsernamePassword(*who, "idp-password", id); err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		http.Redirect(w, r, op.AuthCallbackURL(p)(r.Context(), id), http.StatusFound)
+	}))
+	mux.Handle("/", p)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return issuer
+}
+
+func TestSignIn(t *testing.T) {
+	dsn := testenv.MustMariaDB(t)
+	db, err := mariadb.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := migrations.Up(context.Background(), db, migrations.Identity); err != nil {
+		t.Fatal(err)
+	}
+	store := mariadb.New(db)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	var who string
+	issuer := provider(t, base+"/v1/oidc/callback", &who)
+
+	seed := make([]byte, 32)
+	_, _ = rand.Read(seed)
+	keys, _ := identity.ParseKeyring(hex.EncodeToString(seed))
+	hasher, _ := identity.NewHasher(identity.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}, 2)
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	audit := auditlog.New(testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"), testenv.MustEnv(t, "INTERNAL_KEY"), 5*time.Second, nil)
+	svc := identity.NewService(store, hasher, keys, audit, identity.Options{}, log)
+	roleMap, err := oidc.ParseRoleMap("tv-admins=admin, tv-analysts=analyst, tv-auditors=auditor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := oidc.New(oidc.Config{Issuer: issuer, ClientID: "threatview", ClientSecret: "client-secret",
+		RedirectURL: base + "/v1/oidc/callback", Scopes: []string{"openid", "profile", "email"}, RoleMap: roleMap}, store, nil, log)
+	h := httpapi.New(svc, httpapi.Options{AdminKey: "oidc-test-admin", OIDC: client}, httpserver.NewRegistry(), nil, log)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	defer srv.Close()
+
+	// browser follows redirects with a cookie jar, noting the URLs it saw.
+	browser := func() (*http.Client, *[]string) {
+		jar, _ := cookiejar.New(nil)
+		var mu sync.Mutex
+		seen := &[]string{}
+		return &http.Client{Jar: jar, Timeout: 20 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			mu.Lock()
+			*seen = append(*seen, req.URL.String())
+			mu.Unlock()
+			return nil
+		}}, seen
+	}
+	signIn := func(t *testing.T, person string) (int, []byte, []string) {
+		t.Helper()
+		who = person
+		c, seen := browser()
+		resp, err := c.Get(base + "/v1/oidc/login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, *seen
+	}
+
+	t.Run("GroupsToRoles", func(t *testing.T) {
+		for _, c := range []struct {
+			name, username string
+			roles          []string
+		}{
+			{"olga", "olga", []string{"analyst", "auditor"}},
+			{"Adam", "adam", []string{"admin"}},
+		} {
+			status, body, seen := signIn(t, c.name)
+			if status != 200 {
+				t.Fatalf("sign-in of %s = %d %s", c.name, status, body)
+			}
+			if len(seen) == 0 || !strings.Contains(seen[0], "code_challenge_method=S256") || !strings.Contains(seen[0], "code_challenge=") {
+				t.Fatalf("authorization request %v does not use PKCE S256", seen)
+			}
+			var sess struct {
+				AccessToken string `json:"access_token"`
+				User        struct {
+					Username string   `json:"username"`
+					Roles    []string `json:"roles"`
+				} `json:"user"`
+			}
+			if err := json.Unmarshal(body, &sess); err != nil {
+				t.Fatal(err)
+			}
+			if sess.User.Username != c.username || !slices.Equal(sess.User.Roles, c.roles) {
+				t.Fatalf("user = %+v, want %s %v", sess.User, c.username, c.roles)
+			}
+			// The access token works like a password sign-in's.
+			req, _ := http.NewRequest("GET", base+"/v1/me", nil)
+			req.Header.Set("Authorization", "Bearer "+sess.AccessToken)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			me, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || !strings.Contains(string(me), `"source":"oidc"`) {
+				t.Fatalf("GET /v1/me = %d %s", resp.StatusCode, me)
+			}
+		}
+	})
+	t.Run("NoRole", func(t *testing.T) {
+		status, body, _ := signIn(t, "nina")
+		if status != 403 {
+			t.Fatalf("sign-in of a person without a mapped group = %d %s, want 403", status, body)
+		}
+		if _, err := store.GetUser(context.Background(), "nina"); err == nil {
+			t.Fatal("a person without a role was stored")
+		}
+	})
+	t.Run("NoTakeoverOfLocalAccount", func(t *testing.T) {
+		if _, err := svc.CreateUser(context.Background(), identity.NewUser{Username: "lou", Password: "a local password", Roles: []string{"analyst"}}, identity.Meta{Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		status, body, _ := signIn(t, "lou")
+		if status != 403 {
+			t.Fatalf("OIDC sign-in as a local person = %d %s, want 403", status, body)
+		}
+	})
+	t.Run("StateFromAnotherBrowser", func(t *testing.T) {
+		// An attacker's callback URL replayed in a victim's browser (login
+		// CSRF): the state cookie is missing, so the sign-in is refused.
+		who = "olga"
+		c, _ := browser()
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if req.URL.Path == "/v1/oidc/callback" {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}
+		resp, err := c.Get(base + "/v1/oidc/login")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cb := resp.Header.Get("Location")
+		if !strings.Contains(cb, "/v1/oidc/callback?") {
+			t.Fatalf("last redirect = %q, want the callback", cb)
+		}
+		victim, _ := browser()
+		resp, err = victim.Get(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("callback in another browser = %d, want 401", resp.StatusCode)
+		}
+		// The rightful browser can still use it once, and only once.
+		u, _ := url.Parse(cb)
+		for i, want := range []int{200, 401} {
+			resp, err = c.Get(u.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != want && i == 0 {
+				t.Fatalf("callback = %d, want %d", resp.StatusCode, want)
+			}
+			if i == 1 && resp.StatusCode == 200 {
+				t.Fatal("a callback was accepted twice")
+			}
+		}
+	})
+}
