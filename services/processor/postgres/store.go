@@ -2,12 +2,14 @@
 // batches of events exactly once, folds facts into the rollups, keeps the
 // monthly partitions ahead, and holds the leader lock.
 //
-// How far "exactly once" holds. The unique key of events.events is
-// (id, received_at), because a unique key of a partitioned table must
-// include the partition key. So a redelivered message (same received_at) is
-// always a conflict, whatever its age. A client re-send of the same event_id
-// gets a new received_at from the collector; it is skipped when a row with
-// that id exists with received_at at or after the first instant of the
+// How far "exactly once" holds. An event id is unique within its app (two
+// apps may send the same event_id without affecting each other), so the
+// unique key of events.events is (id, app_id, received_at): a unique key
+// of a partitioned table must include the partition key. So a redelivered
+// message (same received_at) is always a conflict, whatever its age. A
+// client re-send of the same event_id gets a new received_at from the
+// collector; it is skipped when a row with that id and app exists with
+// received_at at or after the first instant of the
 // calendar month (UTC) before the month of the earliest event of the batch.
 // In other words a re-send is stored once when the first copy was received
 // in the same or the previous UTC month: at least 28 days apart, up to about
@@ -104,7 +106,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // constraint turns into an error and a retry rather than a lost fact.
 const insertSQL = `
 WITH src AS (
-	SELECT DISTINCT ON (id) * FROM batch_events ORDER BY id, received_at
+	SELECT DISTINCT ON (id, app_id) * FROM batch_events ORDER BY id, app_id, received_at
 ), ins AS (
 	INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
 		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload)
@@ -115,7 +117,8 @@ WITH src AS (
 	-- OFFSET 0 keeps this a per-row probe of each partition's primary key:
 	-- without it the planner may pull it up into an anti join that reads
 	-- whole partitions (the temporary table has no statistics).
-	WHERE NOT EXISTS (SELECT 1 FROM events.events e WHERE e.id = s.id AND e.received_at >= $1 OFFSET 0)
+	WHERE NOT EXISTS (SELECT 1 FROM events.events e
+		WHERE e.id = s.id AND e.app_id = s.app_id AND e.received_at >= $1 OFFSET 0)
 	ON CONFLICT DO NOTHING
 	RETURNING id, received_at, occurred_at, app_id, country, manufacturer, device_model, os, payload
 ), models AS (
