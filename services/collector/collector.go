@@ -129,6 +129,11 @@ type Config struct {
 	// AuditURL is the audit logger; blank turns auditing off.
 	AuditURL     string        `env:"AUDITLOGGER_SERVICE_URL"`
 	AuditTimeout time.Duration `env:"COLLECTOR_AUDIT_TIMEOUT" envDefault:"5s"`
+	// AuditQueue is where an accepted request's audit record is published,
+	// in the same broker transaction as its events (the audit worker's
+	// queue); the audit logger's HTTP API only takes refused requests'
+	// best-effort records.
+	AuditQueue string `env:"COLLECTOR_AUDIT_QUEUE" envDefault:"/queue/threatview.audit"`
 
 	// GeoIPPath is a MaxMind-format country database; blank means every
 	// country is ZZ. The file is reloaded when it changes.
@@ -188,6 +193,8 @@ func (c *Config) Validate() error {
 		return errors.New("COLLECTOR_PUBLISH_TIMEOUT must be positive")
 	case c.AuditTimeout <= 0:
 		return errors.New("COLLECTOR_AUDIT_TIMEOUT must be positive")
+	case c.AuditURL != "" && c.AuditQueue == "":
+		return errors.New("COLLECTOR_AUDIT_QUEUE must not be empty when AUDITLOGGER_SERVICE_URL is set")
 	case c.RetryAfter < time.Second:
 		return errors.New("COLLECTOR_RETRY_AFTER must be at least 1s")
 	}

@@ -6,11 +6,11 @@
 // and encoding (415) → body limits after decompression (413) → decoding
 // (400 malformed JSON, 422 a bad field, 413 an event over 32 KiB or more
 // than 500 events) → app binding (403) → enrichment → group commit to the
-// broker and, concurrently, to the audit logger → 202 once both are
-// durable, 503 with Retry-After when either is not.
+// broker, with the request's audit record in the same broker transaction →
+// 202 once both are durable, 503 with Retry-After when they are not.
 //
-// Auditing: every accepted request is audited synchronously (the 202 waits
-// for the audit logger). Rejected requests with 401 or 403 are audited
+// Auditing: every accepted request is audited synchronously and atomically
+// with its events (one outcome per request; see the README). Rejected requests with 401 or 403 are audited
 // asynchronously (best effort, never delaying the answer, at most 200 a
 // second); other rejections are only counted in collector_rejections_total.
 package httpapi
@@ -48,9 +48,12 @@ import (
 type Deps struct {
 	Auth     collector.Authenticator
 	Enricher *collector.Enricher
-	// Events carries accepted events to the broker.
+	// Events carries accepted events to the broker. With auditing on it
+	// must be a paired group (publish.NewPaired) that makes each request's
+	// audit record durable together with its events.
 	Events *publish.Group
-	// Audit carries audit records to the audit logger; nil turns auditing off.
+	// Audit carries the best-effort records of refused requests (401, 403);
+	// nil turns auditing off.
 	Audit    *publish.Group
 	Registry *prometheus.Registry
 	Metrics  *Metrics
@@ -220,6 +223,10 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		a.reject(w, r, err)
 		return
 	}
+	if err := applyIdempotencyKey(r, id.AppID, inputs, events); err != nil {
+		a.reject(w, r, err)
+		return
+	}
 
 	fp := fragPool.Get().(*[]byte)
 	frag := collector.AppendRequest((*fp)[:0], events)
@@ -229,29 +236,23 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 			fragPool.Put(fp)
 		}
 	}()
-	var auditTicket publish.Ticket
+	// The audit record travels with the events, in the same broker
+	// transaction (see the Events group): both are durable or neither, so a
+	// 202 always has its audit row and a 503 never leaves events behind.
+	var auditFrag []byte
 	if a.audit != nil {
 		rec := a.auditRecord(r, rid, id, http.StatusAccepted, len(events), recv)
 		sum := sha256.Sum256(body.Bytes())
 		rec.BodySHA256 = hex.EncodeToString(sum[:])
 		ab := getBuf()
-		err := encodeList(ab, []wire.AuditRecord{rec})
-		if err == nil {
-			auditTicket = a.audit.Add(ab.Bytes(), 1)
-		}
-		putBuf(ab)
-		if err != nil {
+		defer putBuf(ab)
+		if err := encodeList(ab, []wire.AuditRecord{rec}); err != nil {
 			a.reject(w, r, err)
 			return
 		}
+		auditFrag = ab.Bytes()
 	}
-	eventsTicket := a.events.Add(frag, len(events))
-	errEvents := eventsTicket.Wait()
-	errAudit := auditTicket.Wait()
-	if err := errors.Join(errEvents, errAudit); err != nil {
-		if errEvents != nil && errAudit == nil && a.audit != nil {
-			a.auditRetraction(r, rid, id, len(events))
-		}
+	if err := a.events.AddPair(frag, len(events), auditFrag).Wait(); err != nil {
 		a.reject(w, r, err)
 		return
 	}
@@ -309,20 +310,6 @@ func (a *API) auditRejection(r *http.Request, rid string, id collector.Identity,
 		return
 	}
 	rec := a.auditRecord(r, rid, id, status, 0, a.now())
-	b := getBuf()
-	if err := encodeList(b, []wire.AuditRecord{rec}); err == nil {
-		a.audit.Add(b.Bytes(), 1)
-	}
-	putBuf(b)
-}
-
-// auditRetraction follows an accepted request's audit record, already
-// durable, with one saying 503 under the same request id when the events'
-// publish failed: the audit trail then tells that the request was refused
-// after all. A request's outcome is the last record of its request id.
-// Best effort, like auditRejection: the client is answered 503 either way.
-func (a *API) auditRetraction(r *http.Request, rid string, id collector.Identity, n int) {
-	rec := a.auditRecord(r, rid, id, http.StatusServiceUnavailable, n, a.now())
 	b := getBuf()
 	if err := encodeList(b, []wire.AuditRecord{rec}); err == nil {
 		a.audit.Add(b.Bytes(), 1)

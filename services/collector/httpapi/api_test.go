@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -107,11 +108,38 @@ func newFixture(t testing.TB, mutate func(*httpapi.Deps)) *fixture {
 	return f
 }
 
+// withAudit turns auditing on as the collector's run does: the events group
+// is paired, and its send stands in for a broker transaction (the events
+// message and the audit message are both recorded, or, when either sink
+// fails, neither).
 func withAudit(f **fixture) func(*httpapi.Deps) {
 	return func(d *httpapi.Deps) {
 		d.Audit = publish.New(publish.Options{Prefix: publish.AuditPrefix, Suffix: publish.Suffix, Concurrency: 2, Timeout: 2 * time.Second},
 			func(ctx context.Context, b []byte, n int) error { return (*f).audit.send(ctx, b, n) })
+		d.Events = publish.NewPaired(publish.Options{Prefix: publish.EventsPrefix, AuxPrefix: publish.AuditPrefix, Suffix: publish.Suffix, Concurrency: 2, Timeout: 2 * time.Second},
+			func(ctx context.Context, b []byte, n int, aux []byte, na int) error {
+				return (*f).sendTx(ctx, b, n, aux, na)
+			})
 	}
+}
+
+func (f *fixture) sendTx(ctx context.Context, body []byte, n int, aux []byte, na int) error {
+	f.events.mu.Lock()
+	errEvents := f.events.fail
+	f.events.mu.Unlock()
+	f.audit.mu.Lock()
+	errAudit := f.audit.fail
+	f.audit.mu.Unlock()
+	if err := errors.Join(errEvents, errAudit); err != nil {
+		return err
+	}
+	if err := f.events.send(ctx, body, n); err != nil {
+		return err
+	}
+	if aux != nil {
+		return f.audit.send(ctx, aux, na)
+	}
+	return nil
 }
 
 type request struct {
@@ -358,45 +386,25 @@ func TestPostEvents_Unavailable(t *testing.T) {
 			t.Fatalf("error = %+v (the cause must stay in the log)", e)
 		}
 	})
-	t.Run("ErrAudit", func(t *testing.T) {
-		var f *fixture
-		f = newFixture(t, withAudit(&f))
-		f.audit.fail = fmt.Errorf("%w: audit logger answered 500", collector.ErrUnavailable)
-		w := f.do(t, post(event))
-		if w.Code != 503 || w.Header().Get("Retry-After") == "" {
-			t.Fatalf("status = %d, want 503 with Retry-After", w.Code)
-		}
-		errorBody(t, w)
-	})
-	t.Run("ErrBrokerAfterAudit", func(t *testing.T) {
-		// The audit record (outcome 202) is durable but the events' publish
-		// fails: the client gets 503 and the audit trail a retraction.
-		var f *fixture
-		f = newFixture(t, withAudit(&f))
-		f.events.fail = fmt.Errorf("%w: receipt timeout", collector.ErrUnavailable)
-		w := f.do(t, post(event))
-		if w.Code != 503 {
-			t.Fatalf("status = %d, want 503", w.Code)
-		}
-		var outcomes []int
-		rids := map[string]bool{}
-		deadline := time.Now().Add(5 * time.Second)
-		for len(outcomes) < 2 && time.Now().Before(deadline) {
-			outcomes, rids = outcomes[:0], map[string]bool{}
-			for _, m := range f.audit.messages() {
-				var b wire.AuditBatch
-				if err := json.Unmarshal(m, &b); err != nil {
-					t.Fatalf("audit message %s: %v", m, err)
-				}
-				for _, r := range b.Records {
-					outcomes = append(outcomes, r.Outcome)
-					rids[r.RequestID] = true
-				}
+	t.Run("ErrTransaction", func(t *testing.T) {
+		// The events and the audit record are one transaction: when it
+		// fails the client gets 503 and neither is durable.
+		for _, side := range []string{"events", "audit"} {
+			var f *fixture
+			f = newFixture(t, withAudit(&f))
+			if side == "events" {
+				f.events.fail = fmt.Errorf("%w: receipt timeout", collector.ErrUnavailable)
+			} else {
+				f.audit.fail = fmt.Errorf("%w: broker refused the audit message", collector.ErrUnavailable)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		if len(outcomes) != 2 || outcomes[0] != 202 || outcomes[1] != 503 || len(rids) != 1 {
-			t.Fatalf("audit outcomes = %v for %d request ids, want [202 503] for one request", outcomes, len(rids))
+			w := f.do(t, post(event))
+			if w.Code != 503 || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("%s failing: status = %d, want 503 with Retry-After", side, w.Code)
+			}
+			errorBody(t, w)
+			if e, a := len(f.events.messages()), len(f.audit.messages()); e != 0 || a != 0 {
+				t.Fatalf("%s failing: %d events and %d audit messages durable, want none", side, e, a)
+			}
 		}
 	})
 	t.Run("ErrOverloaded", func(t *testing.T) {

@@ -34,7 +34,7 @@ func cors(origins []string) func(http.Handler) http.Handler {
 				h.Add("Vary", "Access-Control-Request-Method")
 				h.Add("Vary", "Access-Control-Request-Headers")
 				h.Set("Access-Control-Allow-Methods", "POST, OPTIONS")
-				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, X-Request-ID")
+				h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Content-Encoding, X-Request-ID, Idempotency-Key")
 				h.Set("Access-Control-Max-Age", "600")
 				w.WriteHeader(http.StatusNoContent)
 				return

@@ -9,10 +9,17 @@
 // load messages grow instead of queueing. A message that reaches its byte or
 // item cap is closed at once and the next request opens a new one. The
 // fragments of one request are never split across messages.
+//
+// A paired Group (NewPaired) carries a second part beside each request's
+// fragment, its audit record, gathered into a second message that the
+// PairSendFunc makes durable together with the first (one broker
+// transaction): a request's events and its audit record are kept together or
+// not at all.
 package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -25,11 +32,18 @@ import (
 // the ctx deadline and must not keep body after returning.
 type SendFunc func(ctx context.Context, body []byte, items int) error
 
+// PairSendFunc makes a message and its paired message durable together, all
+// or nothing. aux is the complete paired message (AuxPrefix, the requests'
+// aux fragments, Suffix), nil when no request in the message brought one.
+type PairSendFunc func(ctx context.Context, body []byte, items int, aux []byte, auxItems int) error
+
 // Options configure a Group.
 type Options struct {
 	// Prefix and Suffix wrap the comma-joined fragments, e.g.
 	// `{"v":1,"events":[` and `]}`.
 	Prefix, Suffix string
+	// AuxPrefix (with Suffix) wraps the paired fragments of a paired Group.
+	AuxPrefix string
 	// Window is how long a message stays open at least; 0 sends as soon as
 	// a slot is free.
 	Window time.Duration
@@ -49,6 +63,7 @@ type Options struct {
 type Group struct {
 	opt   Options
 	send  SendFunc
+	pair  PairSendFunc
 	slots chan struct{}
 
 	mu  sync.Mutex
@@ -59,6 +74,8 @@ type Group struct {
 type message struct {
 	buf      []byte
 	items    int
+	aux      []byte // paired fragments, without AuxPrefix until sent
+	auxItems int
 	requests int
 	full     chan struct{} // closed when the message is closed early (cap reached)
 	done     chan struct{} // closed when err is set
@@ -76,6 +93,14 @@ func (t Ticket) Wait() error {
 	}
 	<-t.m.done
 	return t.m.err
+}
+
+// NewPaired returns a Group whose requests may bring a paired fragment
+// (AddPair), sent with send together with the message.
+func NewPaired(opt Options, send PairSendFunc) *Group {
+	g := New(opt, nil)
+	g.pair = send
+	return g
 }
 
 // New returns a Group sending with send.
@@ -99,9 +124,22 @@ func New(opt Options, send SendFunc) *Group {
 // commas) with its item count into the open message and returns its
 // ticket. The fragment is copied.
 func (g *Group) Add(fragment []byte, items int) Ticket {
+	return g.AddPair(fragment, items, nil)
+}
+
+// AddPair is Add with a paired fragment (one JSON value, e.g. the request's
+// audit record) that travels in the paired message, durable together with
+// the request's fragment. aux is copied. On a Group made with New, a
+// request with a paired fragment fails: nothing could keep it.
+func (g *Group) AddPair(fragment []byte, items int, aux []byte) Ticket {
+	if len(aux) > 0 && g.pair == nil {
+		m := &message{done: make(chan struct{}), err: errors.New("publish: paired fragment on an unpaired group")}
+		close(m.done)
+		return Ticket{m: m}
+	}
 	g.mu.Lock()
 	m := g.cur
-	if m != nil && (len(m.buf)+1+len(fragment)+len(g.opt.Suffix) > g.opt.MaxBytes || m.items+items > g.opt.MaxItems) {
+	if m != nil && (len(m.buf)+len(m.aux)+2+len(fragment)+len(aux)+len(g.opt.Suffix) > g.opt.MaxBytes || m.items+items > g.opt.MaxItems) {
 		g.closeLocked(m)
 		m = nil
 	}
@@ -120,8 +158,15 @@ func (g *Group) Add(fragment []byte, items int) Ticket {
 	}
 	m.buf = append(m.buf, fragment...)
 	m.items += items
+	if len(aux) > 0 {
+		if len(m.aux) > 0 {
+			m.aux = append(m.aux, ',')
+		}
+		m.aux = append(m.aux, aux...)
+		m.auxItems++
+	}
 	m.requests++
-	if len(m.buf)+len(g.opt.Suffix) >= g.opt.MaxBytes || m.items >= g.opt.MaxItems {
+	if len(m.buf)+len(m.aux)+len(g.opt.Suffix) >= g.opt.MaxBytes || m.items >= g.opt.MaxItems {
 		g.closeLocked(m)
 	}
 	g.mu.Unlock()
@@ -167,12 +212,21 @@ func (g *Group) run(m *message) {
 	g.mu.Lock()
 	g.closeLocked(m)
 	body := append(m.buf, g.opt.Suffix...)
-	items, requests := m.items, m.requests
+	var aux []byte
+	if len(m.aux) > 0 {
+		aux = make([]byte, 0, len(g.opt.AuxPrefix)+len(m.aux)+len(g.opt.Suffix))
+		aux = append(append(append(aux, g.opt.AuxPrefix...), m.aux...), g.opt.Suffix...)
+	}
+	items, auxItems, requests := m.items, m.auxItems, m.requests
 	g.mu.Unlock()
 
 	start := time.Now()
 	if err == nil {
-		err = g.send(ctx, body, items)
+		if g.pair != nil {
+			err = g.pair(ctx, body, items, aux, auxItems)
+		} else {
+			err = g.send(ctx, body, items)
+		}
 		<-g.slots
 	}
 	if g.opt.Observe != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"threatview/collector"
+	"threatview/platform/mq"
 	"threatview/platform/wire"
 )
 
@@ -51,6 +52,41 @@ func ToBroker(p Sender, dest string, attempts int) SendFunc {
 			}
 		}
 		return fmt.Errorf("publish %d events: %w: %w", items, collector.ErrUnavailable, err)
+	}
+}
+
+// TxSender is the part of mq.Publisher the paired broker sender needs.
+type TxSender interface {
+	SendTx(ctx context.Context, msgs []mq.Message) error
+}
+
+// ToBrokerTx returns a PairSendFunc that publishes each message to
+// eventsDest and its paired message (the audit records of the same
+// requests) to auditDest in one broker transaction: both are kept or
+// neither. A message without a paired one goes alone. Failures wrap
+// collector.ErrUnavailable; like ToBroker, a fast failure is retried, a
+// receipt timeout is not (the transaction may have been committed: see the
+// Idempotency-Key rule in the README).
+func ToBrokerTx(p TxSender, eventsDest, auditDest string, attempts int) PairSendFunc {
+	if attempts < 1 {
+		attempts = 1
+	}
+	return func(ctx context.Context, body []byte, items int, aux []byte, auxItems int) error {
+		msgs := []mq.Message{{Dest: eventsDest, Body: body}}
+		if len(aux) > 0 {
+			msgs = append(msgs, mq.Message{Dest: auditDest, Body: aux})
+		}
+		var err error
+		for i := 0; i < attempts; i++ {
+			start := time.Now()
+			if err = p.SendTx(ctx, msgs); err == nil {
+				return nil
+			}
+			if time.Since(start) > fastFailure || ctx.Err() != nil {
+				break
+			}
+		}
+		return fmt.Errorf("publish %d events with %d audit records: %w: %w", items, auxItems, collector.ErrUnavailable, err)
 	}
 }
 

@@ -85,8 +85,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 	if conns <= 0 {
 		conns = 1
 	}
-	events := publish.New(publish.Options{
+	eventOpts := publish.Options{
 		Prefix:      publish.EventsPrefix,
+		AuxPrefix:   publish.AuditPrefix,
 		Suffix:      publish.Suffix,
 		Window:      cfg.CoalesceWindow,
 		MaxBytes:    cfg.MaxMessageBytes,
@@ -94,7 +95,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 		Concurrency: conns,
 		Timeout:     cfg.PublishTimeout,
 		Observe:     metrics.ObservePublish,
-	}, publish.ToBroker(pub, cfg.EventsQueue, conns+1))
+	}
+	// With auditing on, each accepted request's audit record goes to the
+	// audit queue in the same broker transaction as its events.
+	events := publish.New(eventOpts, publish.ToBroker(pub, cfg.EventsQueue, conns+1))
+	if cfg.AuditURL != "" {
+		events = publish.NewPaired(eventOpts, publish.ToBrokerTx(pub, cfg.EventsQueue, cfg.AuditQueue, conns+1))
+	}
 	defer events.Flush()
 
 	var audit *publish.Group
