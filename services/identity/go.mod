@@ -12,7 +12,7 @@ require (
 	golang.org/x/crypto v0.59.0
 	golang.org/x/oauth2 v0.38.0
 	golang.org/x/text v0.44.0
-	threatview/migrations v0.0.0-00010101000000-000000000000
+	threatview/migrations v0.0.0
 	threatview/platform v0.0.0
 )
 
