@@ -7,7 +7,7 @@ SHELL := /bin/bash
 STACK := scripts/stack.sh
 FUZZTIME ?= 30s
 
-.PHONY: help up down status test test-s3 bench chaos fuzz clean migrate
+.PHONY: help up down status test test-s3 bench chaos fuzz clean migrate images images-test
 
 help: ## list targets
 	@echo "Threat View targets:"
@@ -37,6 +37,13 @@ test-s3: ## make up, start the local S3 server (scripts/s3.sh), run the archiver
 	bash scripts/s3.sh start
 	set -a; . .run/env; . .run/s3.env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; \
 	cd services/retention && go test -race -count=1 -tags s3 ./store/
+
+images: ## OCI image archives of every command into .run/images (PUSH=registry/prefix pushes them)
+	PUSH="$(PUSH)" VERSION="$(VERSION)" bash scripts/images.sh build
+
+images-test: ## make up, make images, then run every image's binary from its own files
+	$(STACK) up
+	set -a; . .run/env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; bash scripts/images.sh test
 
 bench: ## load benchmark (scripts/bench.sh)
 	@if [ -f scripts/bench.sh ]; then set -a; . .run/env; set +a; bash scripts/bench.sh; \

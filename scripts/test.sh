@@ -4,6 +4,7 @@
 #   1. every module's tests with -race (integration tests need the stack:
 #      THREATVIEW_REQUIRE_SERVICES=1 turns a missing service into a failure);
 #   1b. the archiver's S3 target against a real S3 server (scripts/s3.sh);
+#   1c. the container images (scripts/images.sh test);
 #   2. every fuzz target, briefly (FUZZTIME, default 5s each);
 #   3. the fault tests (build tag `fault`): they kill and restart shared parts
 #      of the stack, so they run one package at a time, after everything else.
@@ -24,6 +25,9 @@ echo "== phase 1b: the archiver's S3 target against a real S3 server (versitygw,
 bash scripts/s3.sh start
 ( set -a; . .run/s3.env; set +a; cd services/retention && go test -race -count=1 -tags s3 ./store/ ) 2>&1 | tee -a "$LOG" || rc=1
 bash scripts/s3.sh stop
+
+echo "== phase 1c: container images (make images, then run each image's binary from its own files)"
+bash scripts/images.sh test 2>&1 | tee -a "$LOG" || rc=1
 
 echo "== phase 2: fuzz targets, ${FUZZTIME:-5s} each"
 FUZZTIME="${FUZZTIME:-5s}" bash "$STACK" fuzz 2>&1 | tee -a "$LOG" || rc=1

@@ -13,6 +13,10 @@ import (
 	"syscall"
 )
 
+// Version is the build's version, printed by --version. Release builds set it
+// with -ldflags "-X threatview/platform/cli.Version=..." (make images does).
+var Version = "dev"
+
 // RunFunc is a service's entry point: it returns when ctx is cancelled (a
 // clean shutdown returns nil) or when it fails.
 type RunFunc func(ctx context.Context, getenv func(string) string, stdout io.Writer) error
@@ -30,6 +34,10 @@ func Main(name string, run RunFunc) {
 // MainArgs runs run with the command-line arguments and exits non-zero when
 // it fails.
 func MainArgs(name string, run RunArgsFunc) {
+	if IsVersionRequest(os.Args[1:]) {
+		fmt.Fprintf(os.Stdout, "%s %s\n", name, Version)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
 	stop()
@@ -37,4 +45,11 @@ func MainArgs(name string, run RunArgsFunc) {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
+}
+
+// IsVersionRequest reports whether args ask for the version only: exactly
+// "--version" or "-version". Every command answers it without reading its
+// configuration, so an image can be checked by running its binary.
+func IsVersionRequest(args []string) bool {
+	return len(args) == 1 && (args[0] == "--version" || args[0] == "-version")
 }
