@@ -29,6 +29,9 @@ type Auditor interface {
 
 // Meta describes the request behind an action, for the audit record.
 type Meta struct {
+	// Actor is who acted: a person's username, or "admin-key" (see
+	// platform/authz).
+	Actor     string
 	ClientIP  string
 	UserAgent string
 	RequestID string
@@ -254,15 +257,16 @@ func (s *Service) record(id, action string, t Token, at time.Time, outcome int, 
 		Name    string `json:"name"`
 	}{t.ID, t.AppID, t.Name})
 	return wire.AuditRecord{
-		ID:        id,
-		Time:      at,
-		Action:    action,
-		Resource:  "token:" + t.ID,
-		Outcome:   outcome,
-		ClientIP:  meta.ClientIP,
-		UserAgent: meta.UserAgent,
-		RequestID: meta.RequestID,
-		Body:      body,
+		ID:         id,
+		Time:       at,
+		ActorToken: meta.Actor,
+		Action:     action,
+		Resource:   "token:" + t.ID,
+		Outcome:    outcome,
+		ClientIP:   meta.ClientIP,
+		UserAgent:  meta.UserAgent,
+		RequestID:  meta.RequestID,
+		Body:       body,
 	}
 }
 

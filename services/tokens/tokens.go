@@ -176,6 +176,10 @@ type Config struct {
 	// announcements off (collectors then learn of a revocation only when
 	// their cache entry expires, and serve nothing stale).
 	RevocationsTopic string `env:"TOKENS_REVOCATIONS_TOPIC" envDefault:"/topic/threatview.revocations"`
+	// IdentityJWKSURL is the identity service's JWK set
+	// (/.well-known/jwks.json); with it, people's access tokens with role
+	// admin are accepted besides the admin key. Blank: the admin key only.
+	IdentityJWKSURL string `env:"IDENTITY_JWKS_URL"`
 }
 
 // Validate checks relations between fields; the error names the variable.
@@ -196,6 +200,12 @@ func (c *Config) Validate() error {
 		u, err := url.Parse(c.AuditURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("AUDITLOGGER_SERVICE_URL %q is not an http(s) URL", c.AuditURL)
+		}
+	}
+	if c.IdentityJWKSURL != "" {
+		u, err := url.Parse(c.IdentityJWKSURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("IDENTITY_JWKS_URL %q is not an http(s) URL", c.IdentityJWKSURL)
 		}
 	}
 	return nil

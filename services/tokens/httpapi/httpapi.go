@@ -1,10 +1,14 @@
 // Package httpapi serves the tokens service's HTTP API:
 //
-//	POST   /v1/tokens        admin key   {"app_id","name"} → 201 with the plain token, shown once
-//	GET    /v1/tokens        admin key   ?app_id=&limit= → {"tokens":[...]} (never a secret or hash)
-//	GET    /v1/tokens/{id}   admin key
-//	DELETE /v1/tokens/{id}   admin key   revoke → 204 once announced to the collectors (503 revocation_not_announced: repeat)
+//	POST   /v1/tokens        role admin  {"app_id","name"} → 201 with the plain token, shown once
+//	GET    /v1/tokens        role admin  ?app_id=&limit= → {"tokens":[...]} (never a secret or hash)
+//	GET    /v1/tokens/{id}   role admin
+//	DELETE /v1/tokens/{id}   role admin  revoke → 204 once announced to the collectors (503 revocation_not_announced: repeat)
 //	POST   /v1/introspect    internal key {"token"} → {"active","token_id","app_id"}
+//
+// Role admin is a person's access token from the identity service or the
+// admin key (platform/authz); the audit records of creations and
+// revocations name the person (or "admin-key") as actor.
 //
 // plus /healthz, /readyz and /metrics. The admin key and the internal key
 // are distinct (the config refuses equal keys), so neither grants the other's
@@ -28,14 +32,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/api"
+	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	"threatview/tokens"
 )
 
-// Keys are the bearer keys the API accepts.
+// Keys are the bearer credentials the API accepts.
 type Keys struct {
 	Admin    string
 	Internal string
+	// People is the verifier of people's access tokens (role admin may
+	// manage tokens); nil accepts the admin key only.
+	People *authz.Verifier
 }
 
 // Limits on request bodies and lists.
@@ -77,7 +85,7 @@ func New(svc *tokens.Service, keys Keys, reg *prometheus.Registry, checks map[st
 	httpserver.MountOps(r, reg, checks)
 	httpserver.MountSpec(r, api.Tokens)
 	r.Group(func(r chi.Router) {
-		r.Use(httpserver.RequireKey(keys.Admin))
+		r.Use(authz.New(keys.People, keys.Admin, log).Require(authz.RoleAdmin))
 		r.Post("/v1/tokens", h.create)
 		r.Get("/v1/tokens", h.list)
 		r.Get("/v1/tokens/{id}", h.get)
@@ -330,5 +338,6 @@ func meta(r *http.Request) tokens.Meta {
 	if len(ua) > 256 {
 		ua = ua[:256]
 	}
-	return tokens.Meta{ClientIP: ip, UserAgent: ua, RequestID: rid}
+	c, _ := authz.FromContext(r.Context())
+	return tokens.Meta{Actor: c.Actor(), ClientIP: ip, UserAgent: ua, RequestID: rid}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
@@ -68,7 +69,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer func() { stopBg(); wg.Wait() }()
 
 	reg := httpserver.NewRegistry()
-	h := httpapi.New(svc, httpapi.Keys{Admin: cfg.AdminKey, Internal: cfg.InternalKey}, reg,
+	var people *authz.Verifier
+	if cfg.IdentityJWKSURL != "" {
+		people = authz.NewVerifier(authz.NewJWKS(cfg.IdentityJWKSURL, 0, nil))
+	} else {
+		log.Warn("people's access tokens are refused: IDENTITY_JWKS_URL is blank")
+	}
+	h := httpapi.New(svc, httpapi.Keys{Admin: cfg.AdminKey, Internal: cfg.InternalKey, People: people}, reg,
 		checks, log)
 	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
 		return fmt.Errorf("http server: %w", err)
