@@ -179,7 +179,9 @@ ensure_dirs() {
 
 # ---------------------------------------------------------------------------- install
 # gcc + libc6-dev: `go test -race` (make test) needs cgo.
-PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq curl gcc libc6-dev)
+# chromium + fonts-liberation: the dashboards' browser tests (chromedp drives
+# /usr/bin/chromium headless; the fonts match the charts' Liberation Sans).
+PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq curl gcc libc6-dev chromium fonts-liberation)
 
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -284,11 +286,28 @@ pg_psql() { # as the postgres superuser over the private socket
     as_user postgres "$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 -h "$home/sock" -p "$PG_PORT" -U postgres "$@"
 }
 
+# threatview_ro: the visual renderer's role, SELECT on the facts schema
+# only (rollups and the device-model dimension), now and for every table
+# the migrations create later. The schema is made here if the migrations
+# have not run yet (they create it IF NOT EXISTS, owned by threatview).
+pg_readonly_role() { # idempotent; also run when postgres is already up
+  pg_psql -d threatview <<'SQL' >/dev/null
+SELECT 'CREATE ROLE threatview_ro LOGIN'
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') \gexec
+ALTER ROLE threatview_ro WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD 'threatview_ro';
+CREATE SCHEMA IF NOT EXISTS facts AUTHORIZATION threatview;
+GRANT CONNECT ON DATABASE threatview TO threatview_ro;
+GRANT USAGE ON SCHEMA facts TO threatview_ro;
+GRANT SELECT ON ALL TABLES IN SCHEMA facts TO threatview_ro;
+ALTER DEFAULT PRIVILEGES FOR ROLE threatview IN SCHEMA facts GRANT SELECT ON TABLES TO threatview_ro;
+SQL
+}
+
 start_postgres() {
   local bin home data sock p i
   bin="$(pg_bin)"; home="$(pg_home)"; data="$home/data"; sock="$home/sock"
   if comp_running postgres && port_open "$LOOPBACK" "$PG_PORT"; then
-    log "postgres already running (pid $(read_pid postgres))"; return 0
+    log "postgres already running (pid $(read_pid postgres))"; pg_readonly_role; return 0
   fi
   if ! comp_running postgres; then
     if [ ! -s "$data/PG_VERSION" ]; then
@@ -362,6 +381,7 @@ SELECT 'CREATE DATABASE threatview OWNER threatview'
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'threatview') \gexec
 EOF
   pg_psql -d threatview -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
+  pg_readonly_role
   log "postgres ready (pid $p)"
 }
 

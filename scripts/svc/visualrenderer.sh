@@ -1,0 +1,14 @@
+# Local-stack settings of the visual renderer (sourced by scripts/stack.sh
+# after .run/env, inside the service's subshell; .run/visualrenderer.env
+# still overrides). Every variable is documented on the service's Config.
+#
+# The renderer reads the rollups as threatview_ro, a role stack.sh creates
+# with SELECT on the facts schema only; ADMIN_KEY comes from .run/env.
+export RENDERER_DATABASE_URL="postgres://threatview_ro:threatview_ro@127.0.0.1:${PG_PORT:-15432}/threatview?sslmode=disable"
+export RENDERER_DB_MAX_CONNS=8
+if [ -d "$THREATVIEW_ROOT/services/identity" ]; then
+  export IDENTITY_SERVICE_URL="http://127.0.0.1:8085"
+fi
+# Browsers keep Secure cookies on http://127.0.0.1 (a secure context), so
+# the local stack keeps them Secure.
+export RENDERER_SECURE_COOKIES=true

@@ -1,0 +1,114 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"threatview/visualrenderer"
+	"threatview/visualrenderer/internal/rtest"
+	"threatview/visualrenderer/postgres"
+)
+
+func mustStore(t *testing.T) (*postgres.Store, func(string, ...any)) {
+	t.Helper()
+	url, pool := rtest.MustEventsDB(t)
+	s, err := postgres.Open(context.Background(), url, 4)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s, func(q string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(context.Background(), q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+func TestStore_Stats(t *testing.T) {
+	s, exec := mustStore(t)
+	ctx := context.Background()
+	h := time.Date(2026, 3, 10, 4, 0, 0, 0, time.UTC)
+	exec(`INSERT INTO facts.events_by_country_per_hour (app_id, bucket, country, count) VALUES
+		('a', $1, 'DE', 5), ('a', $1 + interval '1 hour', 'DE', 2), ('b', $1, 'DE', 1),
+		('a', $1, 'FR', 3), ('b', $1 + interval '2 hour', 'US', 7), ('a', $1 + interval '3 hour', 'US', 100),
+		('a', $1 - interval '1 hour', 'JP', 50)`, h)
+	exec(`INSERT INTO facts.device_models_dim (id, manufacturer, model) VALUES (7, 'Apple', 'iPhone15,2'), (8, '', '')`)
+	exec(`INSERT INTO facts.events_by_device_model_per_day (app_id, bucket, device_model_id, count) VALUES
+		('a', '2026-03-10', 7, 4), ('b', '2026-03-10', 8, 1), ('b', '2026-03-11', 7, 2)`)
+	exec(`INSERT INTO facts.events_by_threat_per_month (app_id, bucket, threat, count) VALUES
+		('a', '2026-03-01', 'root', 4), ('a', '2026-05-01', 'root', 1), ('', '2026-03-01', 'hooking', 9)`)
+	pt := func(t time.Time, n int64) visualrenderer.Point { return visualrenderer.Point{T: t, Count: n} }
+	tests := []struct {
+		name string
+		q    visualrenderer.Query
+		want visualrenderer.Stats
+	}{
+		{"AllAppsTop2", visualrenderer.Query{Dimension: visualrenderer.Country, Granularity: visualrenderer.Hour, From: h, To: h.Add(3 * time.Hour), Top: 2},
+			visualrenderer.Stats{Total: 18, Series: []visualrenderer.Series{
+				{Key: "DE", Total: 8, Points: []visualrenderer.Point{pt(h, 6), pt(h.Add(time.Hour), 2)}},
+				{Key: "US", Total: 7, Points: []visualrenderer.Point{pt(h.Add(2*time.Hour), 7)}},
+			}}},
+		{"OneApp", visualrenderer.Query{Dimension: visualrenderer.Country, AppID: "a", Granularity: visualrenderer.Hour, From: h, To: h.Add(3 * time.Hour)},
+			visualrenderer.Stats{Total: 10, Series: []visualrenderer.Series{
+				{Key: "DE", Total: 7, Points: []visualrenderer.Point{pt(h, 5), pt(h.Add(time.Hour), 2)}},
+				{Key: "FR", Total: 3, Points: []visualrenderer.Point{pt(h, 3)}},
+			}}},
+		{"Empty", visualrenderer.Query{Dimension: visualrenderer.Country, AppID: "nobody", Granularity: visualrenderer.Hour, From: h, To: h.Add(time.Hour)},
+			visualrenderer.Stats{Series: []visualrenderer.Series{}}},
+		{"DeviceModelNames", visualrenderer.Query{Dimension: visualrenderer.DeviceModel, Granularity: visualrenderer.Day, From: h.Truncate(24 * time.Hour), To: h.Truncate(24 * time.Hour).AddDate(0, 0, 2)},
+			visualrenderer.Stats{Total: 7, Series: []visualrenderer.Series{
+				{Key: "Apple iPhone15,2", Total: 6, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), 4), pt(time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC), 2)}},
+				{Key: "", Total: 1, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), 1)}},
+			}}},
+		{"ThreatsUnknownAppCountInAll", visualrenderer.Query{Dimension: visualrenderer.Threat, Granularity: visualrenderer.Month, From: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)},
+			visualrenderer.Stats{Total: 13, Series: []visualrenderer.Series{
+				{Key: "hooking", Total: 9, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 9)}},
+				{Key: "root", Total: 4, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC), 4)}},
+			}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.Stats(ctx, tc.q)
+			if err != nil {
+				t.Fatalf("Stats(%+v): %v", tc.q, err)
+			}
+			tc.want.Dimension, tc.want.Granularity, tc.want.From, tc.want.To = tc.q.Dimension, tc.q.Granularity, tc.q.From, tc.q.To
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Stats(%+v) =\n%+v\nwant\n%+v", tc.q, got, tc.want)
+			}
+		})
+	}
+
+	t.Run("Apps", func(t *testing.T) {
+		exec(`INSERT INTO facts.events_by_country_per_month (app_id, bucket, country, count) VALUES
+			('zeta', '2026-03-01', 'DE', 1), ('alpha', '2026-03-01', 'DE', 1), ('alpha', '2026-04-01', 'FR', 1), ('', '2026-01-01', 'DE', 4)`)
+		got, err := s.Apps(ctx)
+		if err != nil || !reflect.DeepEqual(got, []string{"alpha", "zeta"}) {
+			t.Fatalf("Apps = %v, %v; want [alpha zeta]", got, err)
+		}
+	})
+
+	t.Run("Ping", func(t *testing.T) {
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping: %v", err)
+		}
+	})
+}
+
+func TestStore_ErrUnavailable(t *testing.T) {
+	url, _ := rtest.MustEventsDB(t)
+	s, err := postgres.Open(context.Background(), url, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = s.Stats(context.Background(), visualrenderer.Query{Dimension: visualrenderer.OS, Granularity: visualrenderer.Day,
+		From: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)})
+	if !errors.Is(err, visualrenderer.ErrUnavailable) {
+		t.Fatalf("Stats on a closed pool = %v, want ErrUnavailable", err)
+	}
+}
