@@ -57,6 +57,12 @@ var (
 	// client should retry; its events may or may not have been kept, which is
 	// why clients send event_id for idempotency.
 	ErrUnavailable = errors.New("dependency unavailable")
+	// ErrUnconfirmed means the broker was sent the request's events but did
+	// not confirm them (a receipt that never came): they may or may not be
+	// kept (503 outcome_unknown). It wraps ErrUnavailable. The retry of such
+	// a request stores nothing twice when its events carry event_id or the
+	// request an Idempotency-Key.
+	ErrUnconfirmed = fmt.Errorf("%w: outcome unknown", ErrUnavailable)
 )
 
 // FieldError is a validation failure naming the event (Index, -1 when the

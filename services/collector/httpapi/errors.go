@@ -25,6 +25,7 @@ var errorStatus = []struct {
 	{collector.ErrInvalid, http.StatusUnprocessableEntity, "invalid_event"},
 	{collector.ErrRateLimited, http.StatusTooManyRequests, "rate_limited"},
 	{collector.ErrOverloaded, http.StatusServiceUnavailable, "overloaded"},
+	{collector.ErrUnconfirmed, http.StatusServiceUnavailable, "outcome_unknown"},
 	{collector.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }
 
@@ -76,8 +77,11 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) stri
 				// the log, not the client.
 				a.log.Warn("request not accepted", "request_id", w.Header().Get("X-Request-ID"), "err", err)
 				msg = "the collector cannot make events durable right now; retry later"
-				if errors.Is(err, collector.ErrOverloaded) {
+				switch {
+				case errors.Is(err, collector.ErrOverloaded):
 					msg = "too many requests in flight; retry later"
+				case errors.Is(err, collector.ErrUnconfirmed):
+					msg = "the broker did not confirm in time: the events may or may not have been kept; retry with the same event_id values or Idempotency-Key"
 				}
 			}
 		}

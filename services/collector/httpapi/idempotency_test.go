@@ -2,10 +2,12 @@ package httpapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"threatview/collector"
 	"threatview/collector/httpapi"
 )
 
@@ -60,4 +62,18 @@ func TestPostEvents_IdempotencyKey(t *testing.T) {
 			errorBody(t, w)
 		}
 	})
+}
+
+// A request whose events the broker never confirmed is told so: 503
+// outcome_unknown, distinct from unavailable (nothing kept).
+func TestPostEvents_Unconfirmed(t *testing.T) {
+	f := newFixture(t, nil)
+	f.events.fail = fmt.Errorf("%w: no receipt in time", collector.ErrUnconfirmed)
+	w := f.do(t, post(`{"type":"t","app":{"id":"app1"}}`))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("status = %d, want 503 with Retry-After", w.Code)
+	}
+	if e := errorBody(t, w); e.Code != "outcome_unknown" {
+		t.Fatalf("error = %+v, want code outcome_unknown", e)
+	}
 }

@@ -2,12 +2,15 @@ package publish_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"threatview/collector"
 	"threatview/collector/publish"
 	"threatview/platform/mq"
 	"threatview/platform/testenv"
@@ -78,5 +81,40 @@ func TestToBrokerTx(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("nothing on %s", q)
 		}
+	}
+}
+
+type txSender struct{ errs []error }
+
+func (s *txSender) SendTx(context.Context, []mq.Message) error {
+	if len(s.errs) == 0 {
+		return nil
+	}
+	err := s.errs[0]
+	s.errs = s.errs[1:]
+	return err
+}
+
+// An attempt whose outcome is unknown keeps the request's outcome unknown
+// even when a later attempt fails plainly: the client must be told so.
+func TestToBrokerTx_Unconfirmed(t *testing.T) {
+	unconfirmed := fmt.Errorf("%w: %w: connection lost after the write", mq.ErrUnavailable, mq.ErrUnconfirmed)
+	refused := fmt.Errorf("%w: dial: connection refused", mq.ErrUnavailable)
+	tests := []struct {
+		name            string
+		errs            []error
+		wantUnconfirmed bool
+	}{
+		{"NotSent", []error{refused, refused}, false},
+		{"UnconfirmedThenRefused", []error{unconfirmed, refused}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			send := publish.ToBrokerTx(&txSender{errs: tt.errs}, "/queue/e", "/queue/a", 2)
+			err := send(context.Background(), []byte("{}"), 1, []byte("{}"), 1)
+			if !errors.Is(err, collector.ErrUnavailable) || errors.Is(err, collector.ErrUnconfirmed) != tt.wantUnconfirmed {
+				t.Fatalf("send = %v, want ErrUnavailable with ErrUnconfirmed %v", err, tt.wantUnconfirmed)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package publish
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,14 +43,19 @@ func ToBroker(p Sender, dest string, attempts int) SendFunc {
 	}
 	return func(ctx context.Context, body []byte, items int) error {
 		var err error
+		unconfirmed := false
 		for i := 0; i < attempts; i++ {
 			start := time.Now()
 			if err = p.Send(ctx, dest, body, nil); err == nil {
 				return nil
 			}
+			unconfirmed = unconfirmed || errors.Is(err, mq.ErrUnconfirmed)
 			if time.Since(start) > fastFailure || ctx.Err() != nil {
 				break
 			}
+		}
+		if unconfirmed {
+			return fmt.Errorf("publish %d events: %w: %w", items, collector.ErrUnconfirmed, err)
 		}
 		return fmt.Errorf("publish %d events: %w: %w", items, collector.ErrUnavailable, err)
 	}
@@ -77,14 +83,19 @@ func ToBrokerTx(p TxSender, eventsDest, auditDest string, attempts int) PairSend
 			msgs = append(msgs, mq.Message{Dest: auditDest, Body: aux})
 		}
 		var err error
+		unconfirmed := false
 		for i := 0; i < attempts; i++ {
 			start := time.Now()
 			if err = p.SendTx(ctx, msgs); err == nil {
 				return nil
 			}
+			unconfirmed = unconfirmed || errors.Is(err, mq.ErrUnconfirmed)
 			if time.Since(start) > fastFailure || ctx.Err() != nil {
 				break
 			}
+		}
+		if unconfirmed {
+			return fmt.Errorf("publish %d events with %d audit records: %w: %w", items, auxItems, collector.ErrUnconfirmed, err)
 		}
 		return fmt.Errorf("publish %d events with %d audit records: %w: %w", items, auxItems, collector.ErrUnavailable, err)
 	}

@@ -58,8 +58,8 @@ func TestPublisher_ReceiptTimeoutsDoNotLeak(t *testing.T) {
 	const sends = 1000
 	for i := 0; i < sends; i++ {
 		err := pub.Send(context.Background(), "/queue/x", []byte(`{"n":1}`), nil)
-		if !errors.Is(err, mq.ErrUnavailable) {
-			t.Fatalf("Send %d to a broker without receipts = %v, want ErrUnavailable", i, err)
+		if !errors.Is(err, mq.ErrUnavailable) || !errors.Is(err, mq.ErrUnconfirmed) {
+			t.Fatalf("Send %d to a broker without receipts = %v, want ErrUnavailable and ErrUnconfirmed", i, err)
 		}
 	}
 	if n := settledGoroutines(base+10, 10*time.Second); n > base+10 {
@@ -134,5 +134,16 @@ func TestPublisher_HeartBeats(t *testing.T) {
 	}
 	if n := conns[0].heartBeats(); n < 3 {
 		t.Fatalf("heart-beats from an idle connection in 1 s at 100 ms = %d, want at least 3", n)
+	}
+}
+
+// A send that never reached the broker is unavailable but not unconfirmed:
+// the caller may say for sure that nothing was kept.
+func TestPublisher_NotSentIsNotUnconfirmed(t *testing.T) {
+	pub := mq.NewPublisher(mq.Config{Addr: "127.0.0.1:1", Conns: 1, DialTimeout: time.Second}, discard())
+	defer pub.Close()
+	err := pub.SendTx(context.Background(), []mq.Message{{Dest: "/queue/x", Body: []byte("{}")}})
+	if !errors.Is(err, mq.ErrUnavailable) || errors.Is(err, mq.ErrUnconfirmed) {
+		t.Fatalf("SendTx to a closed port = %v, want ErrUnavailable without ErrUnconfirmed", err)
 	}
 }

@@ -33,6 +33,13 @@ import (
 // was dropped or kept.
 var ErrUnavailable = errors.New("broker unavailable")
 
+// ErrUnconfirmed is wrapped, besides ErrUnavailable, when the frames were
+// written but no answer came (receipt timeout, connection lost after the
+// write): the broker may or may not have acted on them. Without it, an
+// ErrUnavailable means the broker did not act on them (dial, handshake or
+// write failed, or the broker answered ERROR).
+var ErrUnconfirmed = errors.New("outcome unconfirmed")
+
 // Config is the broker part of a service's configuration.
 type Config struct {
 	Addr           string        `env:"STOMP_ADDR" envDefault:"127.0.0.1:61613"`

@@ -115,9 +115,15 @@ func sendFrame(dest string, body []byte, headers map[string]string, tx string) *
 // do runs one round trip, retried once on a fresh connection when a reused
 // one failed fast.
 func (p *Publisher) do(ctx context.Context, op string, frs []*frame.Frame) error {
+	// An attempt whose outcome is unknown keeps the whole call's outcome
+	// unknown, whatever the retry's failure says.
+	var unconfirmed error
 	for attempt := 0; ; attempt++ {
 		c, err := p.acquire(ctx)
 		if err != nil {
+			if unconfirmed != nil {
+				return fmt.Errorf("%s: %w (an earlier attempt: %w)", op, err, unconfirmed)
+			}
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		id := "r-" + strconv.FormatUint(p.seq.Add(1), 36)
@@ -130,7 +136,13 @@ func (p *Publisher) do(ctx context.Context, op string, frs []*frame.Frame) error
 		p.slots <- nil
 		if attempt == 0 && c.reused && !errors.Is(err, errReceiptTimeout) && ctx.Err() == nil {
 			p.log.Debug("broker connection failed; retrying on a fresh one", "op", op, "err", err)
+			if errors.Is(err, ErrUnconfirmed) {
+				unconfirmed = err
+			}
 			continue
+		}
+		if unconfirmed != nil && !errors.Is(err, ErrUnconfirmed) {
+			return fmt.Errorf("%s: %w: %w (an earlier attempt: %w)", op, ErrUnavailable, err, unconfirmed)
 		}
 		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 	}

@@ -2,7 +2,6 @@ package mq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,8 +13,9 @@ import (
 )
 
 // errReceiptTimeout means the broker did not confirm in time: the frames may
-// or may not have been acted on, so the round trip is not retried.
-var errReceiptTimeout = errors.New("no receipt in time")
+// or may not have been acted on, so the round trip is not retried. It wraps
+// ErrUnconfirmed.
+var errReceiptTimeout = fmt.Errorf("no receipt in time: %w", ErrUnconfirmed)
 
 // sendConn is one publishing connection. It is used by one sender at a time
 // (the pool hands it out); its reader goroutine passes the broker's frames to
@@ -230,7 +230,7 @@ func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame,
 				return fmt.Errorf("broker error: %s", f.Header.Get(frame.Message))
 			}
 		case <-c.dead:
-			return fmt.Errorf("connection lost: %w", c.err)
+			return fmt.Errorf("connection lost after the write: %w: %w", ErrUnconfirmed, c.err)
 		case <-timer.C:
 			return fmt.Errorf("%w (%s)", errReceiptTimeout, timeout)
 		case <-ctx.Done():
