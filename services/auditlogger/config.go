@@ -16,6 +16,10 @@ type LoggerConfig struct {
 	// DatabaseDSN is the audit database the query API reads (go-sql-driver DSN).
 	DatabaseDSN string `env:"AUDIT_DATABASE_DSN" secret:"true"`
 	AdminKey    string `env:"ADMIN_KEY" secret:"true"`
+	// IdentityJWKSURL is the identity service's JWK set; with it, people's
+	// access tokens with role auditor or admin may read the trail (GET).
+	// Blank: the admin key only.
+	IdentityJWKSURL string `env:"IDENTITY_JWKS_URL"`
 	InternalKey string `env:"INTERNAL_KEY" secret:"true"`
 	Queue       string `env:"AUDITLOGGER_QUEUE" envDefault:"/queue/threatview.audit"`
 	// CoalesceWindow is how long the first post of a broker message waits

@@ -3,10 +3,10 @@ module threatview/auditlogger
 go 1.26.8
 
 require (
-	threatview/api v0.0.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/prometheus/client_golang v1.25.0
+	threatview/api v0.0.0
 	threatview/migrations v0.0.0
 	threatview/platform v0.0.0
 )
@@ -17,6 +17,7 @@ require (
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-stomp/stomp/v3 v3.1.3 // indirect
+	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pressly/goose/v3 v3.30.0 // indirect

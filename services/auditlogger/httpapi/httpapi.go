@@ -1,6 +1,7 @@
 // Package httpapi serves the audit logger's HTTP API: POST /v1/audit
-// (internal key) publishes records, GET /v1/audit (admin key) pages through
-// stored ones.
+// (internal key) publishes records, GET /v1/audit (role auditor or admin: a
+// person's access token from the identity service, or the admin key; see
+// platform/authz) pages through stored ones.
 package httpapi
 
 import (
@@ -23,14 +24,18 @@ import (
 
 	"threatview/api"
 	"threatview/auditlogger"
+	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	"threatview/platform/wire"
 )
 
 // Options are the API's limits and keys.
 type Options struct {
-	InternalKey     string
-	AdminKey        string
+	InternalKey string
+	AdminKey    string
+	// People verifies people's access tokens for GET (role auditor or
+	// admin); nil accepts the admin key only.
+	People          *authz.Verifier
 	StoreBody       bool
 	MaxRequestBytes int64
 	MaxRecords      int
@@ -62,7 +67,7 @@ func (a *API) Handler(reg *prometheus.Registry, checks map[string]httpserver.Che
 	httpserver.MountOps(r, reg, checks)
 	httpserver.MountSpec(r, api.AuditLogger)
 	r.With(httpserver.RequireKey(a.opts.InternalKey)).Post("/v1/audit", a.post)
-	r.With(httpserver.RequireKey(a.opts.AdminKey)).Get("/v1/audit", a.get)
+	r.With(authz.New(a.opts.People, a.opts.AdminKey, a.log).Require(authz.RoleAuditor, authz.RoleAdmin)).Get("/v1/audit", a.get)
 	r.NotFound(httpserver.NotFound)
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 	return r

@@ -9,6 +9,7 @@ import (
 	"threatview/auditlogger/broker"
 	"threatview/auditlogger/httpapi"
 	"threatview/auditlogger/mariadb"
+	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
@@ -49,9 +50,14 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}, reg, log)
 	defer pub.Close()
 
+	var people *authz.Verifier
+	if cfg.IdentityJWKSURL != "" {
+		people = authz.NewVerifier(authz.NewJWKS(cfg.IdentityJWKSURL, 0, nil))
+	}
 	api := httpapi.New(pub, store, httpapi.Options{
 		InternalKey:     cfg.InternalKey,
 		AdminKey:        cfg.AdminKey,
+		People:          people,
 		StoreBody:       cfg.StoreBody,
 		MaxRequestBytes: cfg.MaxRequestBytes,
 		MaxRecords:      cfg.MaxRecords,
