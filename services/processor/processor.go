@@ -13,6 +13,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"runtime/debug"
 	"time"
 
 	"threatview/platform/httpserver"
@@ -30,8 +32,16 @@ type Config struct {
 	Broker mq.Config
 	// Queue is the destination consumed; its dead-letter queue is wire.DeadLetter(Queue).
 	Queue string `env:"PROCESSOR_QUEUE" envDefault:"/queue/threatview.events"`
-	// Prefetch is how many unacknowledged messages the broker sends ahead.
+	// Prefetch is how many unacknowledged messages the broker sends ahead,
+	// at most; PrefetchBytes may lower it (see EffectivePrefetch).
 	Prefetch int `env:"PROCESSOR_PREFETCH" envDefault:"2000"`
+	// PrefetchBytes bounds the bytes of the messages held unacknowledged
+	// (0: a quarter of GOMEMLIMIT, or 256 MiB without one). The broker's
+	// prefetch counts messages, so it is set to PrefetchBytes / MessageBytes.
+	PrefetchBytes int64 `env:"PROCESSOR_PREFETCH_BYTES" envDefault:"0"`
+	// MessageBytes is the largest message the collector sends: its message
+	// cap (512 KiB), or one request of up to 1 MiB with its enrichment.
+	MessageBytes int64 `env:"PROCESSOR_MESSAGE_BYTES" envDefault:"1572864"`
 	// BatchMaxEvents closes a batch once it holds this many events.
 	BatchMaxEvents int `env:"PROCESSOR_BATCH_MAX_EVENTS" envDefault:"2000"`
 	// BatchMaxWait closes a batch this long after its first message arrived.
@@ -64,6 +74,10 @@ func (c *Config) Validate() error {
 		return errors.New("PROCESSOR_QUEUE must not be empty")
 	case c.Prefetch <= 0:
 		return fmt.Errorf("PROCESSOR_PREFETCH must be positive, got %d", c.Prefetch)
+	case c.PrefetchBytes < 0:
+		return fmt.Errorf("PROCESSOR_PREFETCH_BYTES must not be negative, got %d", c.PrefetchBytes)
+	case c.MessageBytes <= 0:
+		return fmt.Errorf("PROCESSOR_MESSAGE_BYTES must be positive, got %d", c.MessageBytes)
 	case c.BatchMaxEvents <= 0:
 		return fmt.Errorf("PROCESSOR_BATCH_MAX_EVENTS must be positive, got %d", c.BatchMaxEvents)
 	case c.BatchMaxWait < 0:
@@ -78,6 +92,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_LEADER_POLL must be positive, got %s", c.LeaderPoll)
 	}
 	return nil
+}
+
+// EffectivePrefetch is the broker prefetch: Prefetch, lowered so that
+// that many messages of MessageBytes fit in the byte budget (PrefetchBytes,
+// or its default from GOMEMLIMIT), and at least 1. Hostile bodies cannot
+// then make the processor hold more than the budget in messages.
+func (c *Config) EffectivePrefetch() int {
+	budget := c.PrefetchBytes
+	if budget <= 0 {
+		budget = 256 << 20
+		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit != math.MaxInt64 {
+			budget = limit / 4
+		}
+	}
+	n := budget / max(c.MessageBytes, 1)
+	return int(max(1, min(int64(c.Prefetch), n)))
 }
 
 // ErrUnavailable wraps every database failure: transient by definition, so

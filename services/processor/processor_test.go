@@ -69,6 +69,8 @@ func TestConfig(t *testing.T) {
 	})
 	for _, tc := range []struct{ name, value string }{
 		{"PROCESSOR_PREFETCH", "0"},
+		{"PROCESSOR_PREFETCH_BYTES", "-1"},
+		{"PROCESSOR_MESSAGE_BYTES", "0"},
 		{"PROCESSOR_BATCH_MAX_EVENTS", "-1"},
 		{"PROCESSOR_AGGREGATE_INTERVAL", "0s"},
 		{"PROCESSOR_AGGREGATE_MAX_ROWS", "0"},

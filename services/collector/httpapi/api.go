@@ -67,6 +67,9 @@ type Deps struct {
 	RetryAfter  time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// MaxBodyBytes caps the decompressed body bytes of the requests in
+	// flight (beyond it 503); 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
 }
 
 // API serves the collector's HTTP endpoints.
@@ -80,6 +83,7 @@ type API struct {
 	limiter    *appLimiter
 	maxFlight  int64
 	inFlight   atomic.Int64
+	admit      *admission
 	retryAfter time.Duration
 	now        func() time.Time
 	// rejectAudits bounds the best-effort audit records of refused
@@ -124,6 +128,8 @@ func New(d Deps) http.Handler {
 	if a.metrics == nil {
 		a.metrics = NewMetrics(reg)
 	}
+	a.admit = newAdmission(d.MaxBodyBytes, nil)
+	registerAdmission(reg, a.admit)
 
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "collector"))
@@ -200,7 +206,9 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 
 	body := getBuf()
 	defer putBuf(body)
-	if err := readBody(r, body); err != nil {
+	held := &ticket{a: a.admit}
+	defer held.release()
+	if err := readBody(r, body, held); err != nil {
 		drainTooLarge(w, r, err)
 		a.reject(w, r, err)
 		return
@@ -383,8 +391,9 @@ var gzipPool sync.Pool
 
 // readBody reads the request body into buf, decompressing gzip, and
 // enforces MaxRequestBytes after decompression (so a decompression bomb
-// stops after 1 MiB of output).
-func readBody(r *http.Request, buf *bytes.Buffer) error {
+// stops after 1 MiB of output). Every decompressed byte is reserved on
+// held first (ErrOverloaded past the cap on bytes in flight).
+func readBody(r *http.Request, buf *bytes.Buffer, held *ticket) error {
 	if r.ContentLength > maxWireBytes {
 		return fmt.Errorf("%w: body is larger than %d bytes", collector.ErrTooLarge, collector.MaxRequestBytes)
 	}
@@ -409,8 +418,10 @@ func readBody(r *http.Request, buf *bytes.Buffer) error {
 	default:
 		return fmt.Errorf("%w: Content-Encoding %q is not supported (use gzip)", collector.ErrUnsupportedMediaType, enc)
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, collector.MaxRequestBytes+1))
+	n, err := buf.ReadFrom(io.LimitReader(held.reader(src), collector.MaxRequestBytes+1))
 	switch {
+	case errors.Is(err, collector.ErrOverloaded):
+		return err
 	case n > collector.MaxRequestBytes:
 		return fmt.Errorf("%w: body is larger than %d bytes after decompression", collector.ErrTooLarge, collector.MaxRequestBytes)
 	case err != nil && (errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF)):

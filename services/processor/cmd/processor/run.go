@@ -39,7 +39,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	log := logging.New(stdout, "processor", version, cfg.LogLevel)
-	log.Info("starting", "config", config.Masked(cfg))
+	log.Info("starting", "config", config.Masked(cfg), "prefetch", cfg.EffectivePrefetch())
 
 	store, err := postgres.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
@@ -101,7 +101,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		// The subscription outlives lctx until the consumer has acked the
 		// batch in hand: acks travel on the subscription's connection.
 		subCtx, cancelSub := context.WithCancel(context.WithoutCancel(lctx))
-		s := mq.Subscribe(subCtx, cfg.Broker, cfg.Queue, cfg.Prefetch, log)
+		s := mq.Subscribe(subCtx, cfg.Broker, cfg.Queue, cfg.EffectivePrefetch(), log)
 		sub.Store(s)
 		err := cons.Run(lctx, s.C())
 		sub.Store(nil)
