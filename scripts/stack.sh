@@ -210,7 +210,7 @@ cmd_install() {
 rand_hex() { od -An -tx1 -N"${1:-24}" /dev/urandom | tr -d ' \n'; }
 
 load_secrets() {
-  ADMIN_KEY="" INTERNAL_KEY="" DEMO_TOKEN=""
+  ADMIN_KEY="" INTERNAL_KEY="" DEMO_TOKEN="" IDENTITY_SIGNING_KEY="" ADMIN_PASSWORD=""
   # shellcheck disable=SC1090
   [ -f "$SECRETS" ] && . "$SECRETS"
   return 0
@@ -222,6 +222,8 @@ save_secrets() {
 ADMIN_KEY='$ADMIN_KEY'
 INTERNAL_KEY='$INTERNAL_KEY'
 DEMO_TOKEN='$DEMO_TOKEN'
+IDENTITY_SIGNING_KEY='$IDENTITY_SIGNING_KEY'
+ADMIN_PASSWORD='$ADMIN_PASSWORD'
 EOF
   mv -f "$SECRETS.tmp" "$SECRETS"
 }
@@ -231,6 +233,9 @@ ensure_secrets() {
   local changed=0
   [ -n "$ADMIN_KEY" ] || { ADMIN_KEY="$(rand_hex 24)"; changed=1; }
   [ -n "$INTERNAL_KEY" ] || { INTERNAL_KEY="$(rand_hex 24)"; changed=1; }
+  # The identity service's Ed25519 seed and the first admin person's password.
+  [ -n "$IDENTITY_SIGNING_KEY" ] || { IDENTITY_SIGNING_KEY="$(rand_hex 32)"; changed=1; }
+  [ -n "$ADMIN_PASSWORD" ] || { ADMIN_PASSWORD="$(rand_hex 16)"; changed=1; }
   [ "$changed" = 0 ] || save_secrets
 }
 
@@ -265,12 +270,15 @@ export THREATVIEW_DEMO_TOKEN='$DEMO_TOKEN'
 export EVENTS_DATABASE_URL='postgres://threatview:threatview@127.0.0.1:$PG_PORT/threatview?sslmode=disable'
 export AUDIT_DATABASE_DSN='threatview:threatview@tcp(127.0.0.1:$MARIADB_PORT)/audit?parseTime=true'
 export TOKENS_DATABASE_DSN='threatview:threatview@tcp(127.0.0.1:$MARIADB_PORT)/tokens?parseTime=true'
+export IDENTITY_DATABASE_DSN='threatview:threatview@tcp(127.0.0.1:$MARIADB_PORT)/identity?parseTime=true'
 export STOMP_ADDR='127.0.0.1:$STOMP_PORT'
 export GEOIP_DB_PATH='$RUN/geoip/test.mmdb'
 export PG_BIN='$pgb'
 EOF
   # Services that exist in this checkout add their URL.
-  if [ -d "$ROOT/services/identity" ]; then echo "export THREATVIEW_IDENTITY_URL='http://127.0.0.1:8085'" >>"$ENVFILE.tmp"; fi
+  if [ -d "$ROOT/services/identity" ]; then
+    printf "export THREATVIEW_IDENTITY_URL='http://127.0.0.1:8085'\nexport THREATVIEW_ADMIN_USER='admin'\nexport THREATVIEW_ADMIN_PASSWORD='%s'\n" "$ADMIN_PASSWORD" >>"$ENVFILE.tmp"
+  fi
   if [ -d "$ROOT/services/visualrenderer" ]; then echo "export THREATVIEW_RENDERER_URL='http://127.0.0.1:8086'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/admininterface" ]; then echo "export THREATVIEW_ADMIN_UI_URL='http://127.0.0.1:8087'" >>"$ENVFILE.tmp"; fi
   chmod 644 "$ENVFILE.tmp"
@@ -453,6 +461,7 @@ GRANT ALL PRIVILEGES ON *.* TO 'threatview'@'127.0.0.1' WITH GRANT OPTION;
 GRANT ALL PRIVILEGES ON *.* TO 'threatview'@'localhost' WITH GRANT OPTION;
 CREATE DATABASE IF NOT EXISTS audit CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
 CREATE DATABASE IF NOT EXISTS tokens CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE DATABASE IF NOT EXISTS identity CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
 EOF
   log "mariadb ready (pid $p)"
 }
@@ -676,6 +685,10 @@ cmd_migrate() {
   need_root; ensure_dirs
   if [ ! -d "$ROOT/migrations/cmd/migrate" ]; then log "no migrations/cmd/migrate yet; skipping"; return 0; fi
   [ -f "$ENVFILE" ] || write_env
+  # A database added after this stack's MariaDB first started (start_mariadb
+  # does not repeat its bootstrap on a running server).
+  mdb_root -e 'CREATE DATABASE IF NOT EXISTS identity CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci' ||
+    die "create database identity failed"
   (cd "$ROOT" && go build -o "$BINDIR/migrate" ./migrations/cmd/migrate) || die "go build migrate failed"
   log "migrate -db all"
   (set -a; . "$ENVFILE"; set +a; cd "$ROOT" && "$BINDIR/migrate" -db all) || die "migrate failed"
@@ -692,7 +705,7 @@ cmd_up() {
 
 Threat View local stack is up (state in .run/, logs in .run/log/):
   postgres   127.0.0.1:$PG_PORT   db threatview (user/pass threatview)
-  mariadb    127.0.0.1:$MARIADB_PORT   dbs audit, tokens (user/pass threatview)
+  mariadb    127.0.0.1:$MARIADB_PORT   dbs audit, tokens, identity (user/pass threatview)
   activemq   STOMP 127.0.0.1:$STOMP_PORT (OpenWire 127.0.0.1:$OPENWIRE_PORT)
   collector :8080  auditlogger :8081  processor :8082  tokens :8083  auditworker :8084
 

@@ -1,0 +1,19 @@
+# Local-stack settings of the identity service (sourced by scripts/stack.sh
+# after .run/env, inside the service's subshell; .run/identity.env still
+# overrides). Every variable is documented on the service's Config
+# (services/identity/cmd/identity/config.go) and in its README.
+#
+# The signing key (an Ed25519 seed) and the first admin's password are
+# secrets stack.sh generates once into .run/secrets; ADMIN_KEY and
+# INTERNAL_KEY come from .run/env.
+# shellcheck disable=SC1091
+. "$THREATVIEW_ROOT/.run/secrets"
+export IDENTITY_SIGNING_KEYS="$IDENTITY_SIGNING_KEY"
+# The first admin person, created at start unless they exist (idempotent).
+export IDENTITY_BOOTSTRAP_ADMIN_USER="$THREATVIEW_ADMIN_USER"
+export IDENTITY_BOOTSTRAP_ADMIN_PASSWORD="$THREATVIEW_ADMIN_PASSWORD"
+export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
+# The admin interface signs people in from loopback on behalf of their
+# browsers and names them in X-Forwarded-For; throttling counts failures per
+# that address (tests use it too).
+export IDENTITY_TRUSTED_PROXIES="127.0.0.1/32"
