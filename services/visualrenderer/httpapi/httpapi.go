@@ -52,6 +52,9 @@ func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, check
 	httpserver.MountOps(r, reg, checks)
 	static, _ := fs.Sub(web.Static, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
+	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/static/favicon.svg", http.StatusMovedPermanently)
+	})
 	// Cross-origin POSTs (a forged sign-in or sign-out) are refused by the
 	// browser-reported origin as well as by the form's CSRF token.
 	cop := http.NewCrossOriginProtection()

@@ -104,6 +104,11 @@ func (f filter) ChartURL(dim, kind string, width, height int) string {
 	return "/v1/charts/" + dim + ".svg?" + v.Encode()
 }
 
+// StatsURL returns the stats API's URL for dim over the page's buckets.
+func (f filter) StatsURL(dim string) string {
+	return "/v1/stats/" + dim + "?" + f.Query.Encode().Encode()
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 // formatPercent renders a share as a percentage with one decimal.

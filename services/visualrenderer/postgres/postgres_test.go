@@ -59,7 +59,7 @@ func TestStore_Stats(t *testing.T) {
 			}}},
 		{"Empty", visualrenderer.Query{Dimension: visualrenderer.Country, AppID: "nobody", Granularity: visualrenderer.Hour, From: h, To: h.Add(time.Hour)},
 			visualrenderer.Stats{Series: []visualrenderer.Series{}}},
-		{"DeviceModelNames", visualrenderer.Query{Dimension: visualrenderer.DeviceModel, Granularity: visualrenderer.Day, From: h.Truncate(24 * time.Hour), To: h.Truncate(24 * time.Hour).AddDate(0, 0, 2)},
+		{"DeviceModelNames", visualrenderer.Query{Dimension: visualrenderer.DeviceModel, Granularity: visualrenderer.Day, From: h.Truncate(24 * time.Hour), To: h.Truncate(24*time.Hour).AddDate(0, 0, 2)},
 			visualrenderer.Stats{Total: 7, Series: []visualrenderer.Series{
 				{Key: "Apple iPhone15,2", Total: 6, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), 4), pt(time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC), 2)}},
 				{Key: "", Total: 1, Points: []visualrenderer.Point{pt(time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC), 1)}},
