@@ -178,7 +178,8 @@ func good(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }`
 	root := testenv.Root(t)
 	files := map[string]*ast.File{}
 	fset := token.NewFileSet()
-	for _, dir := range []string{"services/tokens", "services/platform/httpserver", "services/collector/tokenauth", "services/auditlogger/httpapi"} {
+	for _, dir := range []string{"services/tokens", "services/platform/httpserver", "services/collector/tokenauth", "services/auditlogger/httpapi",
+		"services/identity", "services/platform/authz"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -205,6 +206,9 @@ func good(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }`
 		{"services/platform/httpserver/auth.go", "KeyEqual", "subtle", "ConstantTimeCompare"},
 		{"services/platform/httpserver/auth.go", "RequireKey", "", "KeyEqual"},
 		{"services/tokens/service.go", "Introspect", "subtle", "ConstantTimeCompare"},
+		{"services/identity/password.go", "Verify", "subtle", "ConstantTimeCompare"},
+		{"services/platform/authz/authz.go", "Authenticate", "httpserver", "KeyEqual"},
+		{"services/identity/oidc/oidc.go", "Finish", "subtle", "ConstantTimeCompare"},
 	} {
 		f := files[c.file]
 		if f == nil {

@@ -195,6 +195,9 @@ const (
 	MaxPasswordLen = 256
 )
 
+// reservedActor is the actor audited for the admin key; no person may take it.
+const reservedActor = authz.ActorAdminKey
+
 // NormalizeUsername lower-cases a username and checks it: 1 to 64
 // characters of [a-z0-9._@-], starting with a letter or digit. The error
 // wraps ErrInvalid.
@@ -213,7 +216,7 @@ func NormalizeUsername(s string) (string, error) {
 			return "", fmt.Errorf("%w: username may contain only letters, digits, '.', '_', '@' and '-', and starts with a letter or digit", ErrInvalid)
 		}
 	}
-	if s == authz.ActorAdminKey {
+	if s == reservedActor {
 		return "", fmt.Errorf("%w: username %q is reserved", ErrInvalid, s)
 	}
 	return s, nil
@@ -238,7 +241,9 @@ func NormalizeRoles(roles []string) ([]string, error) {
 	out := make([]string, 0, len(roles))
 	for _, r := range roles {
 		if !authz.ValidRole(r) {
-			return nil, fmt.Errorf("%w: unknown role %.40q (want admin, analyst or auditor)", ErrInvalid, r)
+			// The value is not echoed: a password pasted into the wrong
+			// field must not come back.
+			return nil, fmt.Errorf("%w: unknown role (want admin, analyst or auditor)", ErrInvalid)
 		}
 		if !slices.Contains(out, r) {
 			out = append(out, r)

@@ -458,7 +458,12 @@ func decode(w http.ResponseWriter, r *http.Request, dst any) bool {
 	case errors.As(err, &typeErr) && typeErr.Field != "":
 		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", "field has the wrong type", map[string]string{"field": typeErr.Field})
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := truncate(strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`), 64)
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if !plainName(field) {
+			// Not a field name anyone meant: maybe a secret in the wrong place.
+			httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field", nil)
+			return false
+		}
 		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field "+strconv.Quote(field), map[string]string{"field": field})
 	default:
 		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object", nil)
@@ -547,6 +552,20 @@ func (h *handler) clientIP(r *http.Request) string {
 		}
 	}
 	return peer.String()
+}
+
+// plainName reports whether s looks like a field name (1 to 32 lower-case
+// letters and underscores), safe to echo.
+func plainName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func truncate(s string, n int) string {
