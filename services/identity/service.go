@@ -33,8 +33,10 @@ const (
 const ActorBootstrap = "identity-bootstrap"
 
 // MaxAccessTTL caps the access token lifetime: it bounds how long a disabled
-// person's access token keeps working (services verify tokens locally).
-const MaxAccessTTL = 5 * time.Minute
+// person's access token keeps working (services verify tokens locally, and
+// accept an expired one for authz.MaxLeeway more), so that a disabled
+// person is locked out of every service within 5 minutes.
+const MaxAccessTTL = 5*time.Minute - authz.MaxLeeway
 
 // Options are the service's lifetimes and throttling limits.
 type Options struct {

@@ -233,8 +233,9 @@ func (h *handler) me(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u, err := h.svc.GetUser(r.Context(), c.Username)
-	if errors.Is(err, identity.ErrNotFound) {
-		// Deleted since the token was issued: the token is no longer good.
+	if errors.Is(err, identity.ErrNotFound) || err == nil && u.Disabled {
+		// Deleted or disabled since the token was issued: here, where the
+		// person is at hand, the token is no longer good.
 		httpserver.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid credentials", nil)
 		return
 	}

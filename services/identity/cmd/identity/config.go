@@ -26,7 +26,10 @@ type Config struct {
 	InternalKey string `env:"INTERNAL_KEY" secret:"true"`
 	LogLevel    string `env:"LOG_LEVEL" envDefault:"info"`
 
-	AccessTTL  time.Duration `env:"IDENTITY_ACCESS_TOKEN_TTL" envDefault:"5m"`
+	// AccessTTL is the access token lifetime, at most 4m50s: with the
+	// verifiers' 10 s of clock leeway, a disabled person's token stops
+	// working everywhere within 5 minutes.
+	AccessTTL  time.Duration `env:"IDENTITY_ACCESS_TOKEN_TTL" envDefault:"4m50s"`
 	RefreshTTL time.Duration `env:"IDENTITY_REFRESH_TOKEN_TTL" envDefault:"12h"`
 
 	MaxFailuresUser int           `env:"IDENTITY_LOGIN_MAX_FAILURES_PER_USER" envDefault:"5"`
@@ -72,7 +75,7 @@ func (c *Config) Validate() error {
 	}
 	switch {
 	case c.AccessTTL < 30*time.Second || c.AccessTTL > identity.MaxAccessTTL:
-		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds how long a disabled person's token works), got %s", identity.MaxAccessTTL, c.AccessTTL)
+		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds, with 10 s of clock leeway, how long a disabled person's token works), got %s", identity.MaxAccessTTL, c.AccessTTL)
 	case c.RefreshTTL < c.AccessTTL:
 		return fmt.Errorf("IDENTITY_REFRESH_TOKEN_TTL must be at least IDENTITY_ACCESS_TOKEN_TTL, got %s", c.RefreshTTL)
 	case c.MaxFailuresUser < 1:
