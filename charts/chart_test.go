@@ -49,6 +49,9 @@ var reference = map[string]struct {
 	"tokens":              {2, "1", "760Mi", true},
 	"data-processor":      {1, "3", "1024Mi", false},
 	"audit-logger-worker": {1, "1", "760Mi", false},
+	"identity":            {2, "1", "760Mi", true},
+	"visual-renderer":     {2, "1", "760Mi", true},
+	"admin-interface":     {2, "500m", "128Mi", true},
 }
 
 // valueSets are the values files the chart must lint and render with: the

@@ -30,7 +30,7 @@ var serviceConfigs = map[string]func() any{
 
 // migrateEnv is what migrations/cmd/migrate reads (it has flags and three
 // variables, no Config struct).
-var migrateEnv = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "TOKENS_DATABASE_DSN"}
+var migrateEnv = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "TOKENS_DATABASE_DSN", "IDENTITY_DATABASE_DSN"}
 
 // runtimeEnv is read by the Go runtime of every binary.
 var runtimeEnv = []string{"GOMAXPROCS", "GOMEMLIMIT"}
@@ -89,6 +89,7 @@ func TestChart_EnvIsRead(t *testing.T) {
 				env := resolveEnv(t, r, c)
 				var read []string
 				newCfg, ok := serviceConfigs[c.Name]
+				var required []string
 				switch {
 				case ok:
 					keys, err := config.Keys(newCfg())
@@ -97,7 +98,9 @@ func TestChart_EnvIsRead(t *testing.T) {
 					}
 					read = keys
 				case c.Name == "migrate":
-					read = migrateEnv
+					read, required = migrateEnv, migrateEnv
+				case cmdConfigs[c.Name] != "":
+					read, required = cmdConfigKeys(t, cmdConfigs[c.Name])
 				default:
 					t.Fatalf("%s: container %s: no known configuration", pod, c.Name)
 				}
@@ -113,7 +116,7 @@ func TestChart_EnvIsRead(t *testing.T) {
 					t.Errorf("%s: sets %v, which %s does not read", pod, ignored, c.Name)
 				}
 				if !ok {
-					for _, k := range read {
+					for _, k := range required {
 						if env.values[k] == "" {
 							t.Errorf("%s: %s not set", pod, k)
 						}
@@ -126,7 +129,8 @@ func TestChart_EnvIsRead(t *testing.T) {
 					t.Errorf("%s: the service rejects the chart's environment: %v", pod, err)
 				}
 			}
-			for _, want := range []string{"data-collector", "data-processor", "audit-logger", "audit-logger-worker", "tokens", "migrate"} {
+			for _, want := range []string{"data-collector", "data-processor", "audit-logger", "audit-logger-worker", "tokens",
+				"identity", "visual-renderer", "admin-interface", "migrate"} {
 				if !seen[want] {
 					t.Errorf("no container %s rendered", want)
 				}

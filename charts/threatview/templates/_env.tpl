@@ -77,6 +77,60 @@ AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
+{{- define "threatview.config.identity" -}}
+{{- $v := .Values.identity }}
+{{ include "threatview.config.common" (list . $v) }}
+AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
+{{- with $v.trustedProxies }}
+IDENTITY_TRUSTED_PROXIES: {{ join "," . | quote }}
+{{- end }}
+{{- with $v.oidc.issuer }}
+IDENTITY_OIDC_ISSUER: {{ . | quote }}
+IDENTITY_OIDC_CLIENT_ID: {{ $v.oidc.clientId | quote }}
+IDENTITY_OIDC_REDIRECT_URL: {{ $v.oidc.redirectUrl | quote }}
+{{- with $v.oidc.roleMap }}
+IDENTITY_OIDC_ROLE_MAP: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{ include "threatview.config.extra" $v }}
+{{- end }}
+
+{{- define "threatview.config.visualRenderer" -}}
+{{- $v := .Values.visualRenderer }}
+{{ include "threatview.config.common" (list . $v) }}
+{{- with tpl $v.identityServiceUrl . }}
+IDENTITY_SERVICE_URL: {{ . | quote }}
+{{- end }}
+{{ include "threatview.config.extra" $v }}
+{{- end }}
+
+{{/* ADMINUI_STATUS_TARGETS: name=URL of every running service, for the status page. */}}
+{{- define "threatview.adminStatusTargets" -}}
+{{- $out := list }}
+{{- range $c := include "threatview.services" . | fromYamlArray }}
+{{- if ne $c.key "adminInterface" }}
+{{- $out = append $out (printf "%s=http://%s:%d" $c.component (include "threatview.componentName" (list $ $c.component)) (int (index $.Values $c.key).port)) }}
+{{- end }}
+{{- end }}
+{{- join "," $out }}
+{{- end }}
+
+{{- define "threatview.config.adminInterface" -}}
+{{- $v := .Values.adminInterface }}
+{{- $svc := include "threatview.fullname" . }}
+{{ include "threatview.config.common" (list . $v) }}
+{{ include "threatview.config.broker" . }}
+IDENTITY_SERVICE_URL: {{ printf "http://%s-identity:%d" $svc (int .Values.identity.port) | quote }}
+TOKENS_SERVICE_URL: {{ printf "http://%s-tokens:%d" $svc (int .Values.tokens.port) | quote }}
+AUDITLOGGER_SERVICE_URL: {{ printf "http://%s-audit-logger:%d" $svc (int .Values.auditLogger.port) | quote }}
+{{- if .Values.visualRenderer.enabled }}
+VISUALRENDERER_SERVICE_URL: {{ printf "http://%s-visual-renderer:%d" $svc (int .Values.visualRenderer.port) | quote }}
+{{- end }}
+ADMINUI_COLLECTOR_PUBLIC_URL: {{ tpl $v.collectorPublicUrl . | quote }}
+ADMINUI_STATUS_TARGETS: {{ include "threatview.adminStatusTargets" . | quote }}
+{{ include "threatview.config.extra" $v }}
+{{- end }}
+
 {{/* Archive location, shared by the archiver and the cleanup; blank settings are left out. */}}
 {{- define "threatview.config.archive" -}}
 {{- $a := .Values.archive }}
@@ -148,28 +202,46 @@ ARCHIVE_CHUNK_ROWS: {{ .Values.archiver.chunkRows | int | toString | quote }}
 {{ include "threatview.env.fromSecret" (list "INTERNAL_KEY" .Values.secrets.existingSecret .Values.secrets.internalKeyKey) }}
 {{- end }}
 
-{{/* EVENTS_DATABASE_URL (postgres URL). */}}
-{{- define "threatview.env.eventsDatabase" -}}
-{{- $pg := .Values.postgres }}
-{{- if $pg.urlKey }}
-{{ include "threatview.env.fromSecret" (list "EVENTS_DATABASE_URL" $pg.existingSecret $pg.urlKey) }}
+{{/*
+A postgres URL variable: (dict "ctx" $ "name" "EVENTS_DATABASE_URL" "secret" S "user" U "passwordKey" K "urlKey" K2).
+The password helper variable is NAME with _URL replaced by _PASSWORD.
+*/}}
+{{- define "threatview.env.pgURL" -}}
+{{- $pg := .ctx.Values.postgres }}
+{{- if .urlKey }}
+{{ include "threatview.env.fromSecret" (list .name .secret .urlKey) }}
 {{- else }}
-{{ include "threatview.env.fromSecret" (list "EVENTS_DATABASE_PASSWORD" $pg.existingSecret $pg.passwordKey) }}
-- name: EVENTS_DATABASE_URL
-  value: {{ printf "postgres://%s:$(EVENTS_DATABASE_PASSWORD)@%s:%d/%s%s" $pg.user $pg.host (int $pg.port) $pg.database (ternary (printf "?%s" $pg.params) "" (ne $pg.params "")) | quote }}
+{{- $pw := printf "%s_PASSWORD" (trimSuffix "_URL" .name) }}
+{{ include "threatview.env.fromSecret" (list $pw .secret .passwordKey) }}
+- name: {{ .name }}
+  value: {{ printf "postgres://%s:$(%s)@%s:%d/%s%s" .user $pw $pg.host (int $pg.port) $pg.database (ternary (printf "?%s" $pg.params) "" (ne $pg.params "")) | quote }}
 {{- end }}
 {{- end }}
 
-{{/* A go-sql-driver DSN for one MariaDB database: (list $ "AUDIT" .Values.mariadb.audit). */}}
+{{/* EVENTS_DATABASE_URL (postgres URL) with the services' (DML) user. */}}
+{{- define "threatview.env.eventsDatabase" -}}
+{{- $pg := .Values.postgres }}
+{{ include "threatview.env.pgURL" (dict "ctx" . "name" "EVENTS_DATABASE_URL" "secret" $pg.existingSecret "user" $pg.user "passwordKey" $pg.passwordKey "urlKey" $pg.urlKey) }}
+{{- end }}
+
+{{/* RENDERER_DATABASE_URL: the visual renderer's read-only user on the events database. */}}
+{{- define "threatview.env.rendererDatabase" -}}
+{{- $pg := .Values.postgres }}
+{{ include "threatview.env.pgURL" (dict "ctx" . "name" "RENDERER_DATABASE_URL" "secret" $pg.existingSecret "user" $pg.renderer.user "passwordKey" $pg.renderer.passwordKey "urlKey" $pg.renderer.urlKey) }}
+{{- end }}
+
+{{/* A go-sql-driver DSN for one MariaDB database: (list $ "AUDIT" .Values.mariadb.audit [secret]). */}}
 {{- define "threatview.env.mariadbDSN" -}}
 {{- $ctx := index . 0 }}
 {{- $prefix := index . 1 }}
 {{- $db := index . 2 }}
 {{- $m := $ctx.Values.mariadb }}
+{{- $secret := $m.existingSecret }}
+{{- if gt (len .) 3 }}{{ $secret = index . 3 }}{{ end }}
 {{- if $db.dsnKey }}
-{{ include "threatview.env.fromSecret" (list (printf "%s_DATABASE_DSN" $prefix) $m.existingSecret $db.dsnKey) }}
+{{ include "threatview.env.fromSecret" (list (printf "%s_DATABASE_DSN" $prefix) $secret $db.dsnKey) }}
 {{- else }}
-{{ include "threatview.env.fromSecret" (list (printf "%s_DATABASE_PASSWORD" $prefix) $m.existingSecret $db.passwordKey) }}
+{{ include "threatview.env.fromSecret" (list (printf "%s_DATABASE_PASSWORD" $prefix) $secret $db.passwordKey) }}
 - name: {{ $prefix }}_DATABASE_DSN
   value: {{ printf "%s:$(%s_DATABASE_PASSWORD)@tcp(%s:%d)/%s%s" $db.user $prefix ($db.host | default $m.host) (int $m.port) $db.database (ternary (printf "?%s" $m.params) "" (ne $m.params "")) | quote }}
 {{- end }}
@@ -181,6 +253,10 @@ ARCHIVE_CHUNK_ROWS: {{ .Values.archiver.chunkRows | int | toString | quote }}
 
 {{- define "threatview.env.tokensDatabase" -}}
 {{ include "threatview.env.mariadbDSN" (list . "TOKENS" .Values.mariadb.tokens) }}
+{{- end }}
+
+{{- define "threatview.env.identityDatabase" -}}
+{{ include "threatview.env.mariadbDSN" (list . "IDENTITY" .Values.mariadb.identity) }}
 {{- end }}
 
 {{- define "threatview.secretEnv.dataCollector" -}}
@@ -211,15 +287,70 @@ ARCHIVE_CHUNK_ROWS: {{ .Values.archiver.chunkRows | int | toString | quote }}
 {{ include "threatview.env.tokensDatabase" . }}
 {{- end }}
 
+{{- define "threatview.secretEnv.identity" -}}
+{{ include "threatview.env.fromSecret" (list "IDENTITY_SIGNING_KEYS" .Values.secrets.existingSecret .Values.secrets.identitySigningKeysKey) }}
+{{ include "threatview.env.adminKey" . }}
+{{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.identityDatabase" . }}
+{{- if .Values.identity.oidc.issuer }}
+{{ include "threatview.env.fromSecret" (list "IDENTITY_OIDC_CLIENT_SECRET" .Values.secrets.existingSecret .Values.identity.oidc.clientSecretKey) }}
+{{- end }}
+{{- end }}
+
+{{- define "threatview.secretEnv.visualRenderer" -}}
+{{ include "threatview.env.adminKey" . }}
+{{ include "threatview.env.rendererDatabase" . }}
+{{- end }}
+
+{{- define "threatview.secretEnv.adminInterface" -}}
+{{ include "threatview.env.brokerPasscode" . }}
+{{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.fromSecret" (list "ADMINUI_SESSION_KEY" .Values.secrets.existingSecret .Values.secrets.adminSessionKeyKey) }}
+{{- end }}
+
+{{/*
+Owner (DDL) credentials, with migrations.ddlCredentials.enabled: the migration Job creates
+tables and partitions, the cleanup drops partitions; the services keep their own (DML)
+users. Hosts and database names stay those of the services' settings.
+*/}}
+{{- define "threatview.env.ddlEvents" -}}
+{{- $d := .Values.migrations.ddlCredentials }}
+{{ include "threatview.env.pgURL" (dict "ctx" . "name" "EVENTS_DATABASE_URL" "secret" $d.existingSecret "user" $d.postgres.user "passwordKey" $d.postgres.passwordKey "urlKey" $d.postgres.urlKey) }}
+{{- end }}
+
+{{/* (list $ "AUDIT" "audit"): one MariaDB database's owner DSN. */}}
+{{- define "threatview.env.ddlMariadb" -}}
+{{- $ctx := index . 0 }}
+{{- $d := $ctx.Values.migrations.ddlCredentials }}
+{{- $svc := index $ctx.Values.mariadb (index . 2) }}
+{{- $owner := index $d (index . 2) }}
+{{ include "threatview.env.mariadbDSN" (list $ctx (index . 1) (merge (dict) $owner (dict "host" $svc.host "database" $svc.database)) $d.existingSecret) }}
+{{- end }}
+
+{{/* The migration Job's databases (migrate -db all): owner users or the services' users. */}}
 {{- define "threatview.secretEnv.migrations" -}}
+{{- if .Values.migrations.ddlCredentials.enabled }}
+{{ include "threatview.env.ddlEvents" . }}
+{{ include "threatview.env.ddlMariadb" (list . "AUDIT" "audit") }}
+{{ include "threatview.env.ddlMariadb" (list . "TOKENS" "tokens") }}
+{{ include "threatview.env.ddlMariadb" (list . "IDENTITY" "identity") }}
+{{- else }}
 {{ include "threatview.env.eventsDatabase" . }}
 {{ include "threatview.env.auditDatabase" . }}
 {{ include "threatview.env.tokensDatabase" . }}
+{{ include "threatview.env.identityDatabase" . }}
+{{- end }}
 {{- end }}
 
+{{/* The cleanup drops partitions: DDL, so the owner users when they are configured. */}}
 {{- define "threatview.secretEnv.cleanup" -}}
+{{- if .Values.migrations.ddlCredentials.enabled }}
+{{ include "threatview.env.ddlEvents" . }}
+{{ include "threatview.env.ddlMariadb" (list . "AUDIT" "audit") }}
+{{- else }}
 {{ include "threatview.env.eventsDatabase" . }}
 {{ include "threatview.env.auditDatabase" . }}
+{{- end }}
 {{- end }}
 
 {{- define "threatview.secretEnv.archiver" -}}

@@ -69,6 +69,15 @@ the others consume a queue in order and run exactly one replica.
 - {key: auditLogger, component: audit-logger, scalable: true}
 - {key: auditLoggerWorker, component: audit-logger-worker, scalable: false}
 - {key: tokens, component: tokens, scalable: true}
+{{- if .Values.identity.enabled }}
+- {key: identity, component: identity, scalable: true}
+{{- end }}
+{{- if .Values.visualRenderer.enabled }}
+- {key: visualRenderer, component: visual-renderer, scalable: true}
+{{- end }}
+{{- if .Values.adminInterface.enabled }}
+- {key: adminInterface, component: admin-interface, scalable: true}
+{{- end }}
 {{- end }}
 
 {{/* The CronJobs, archiver before cleanup. */}}
