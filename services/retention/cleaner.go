@@ -25,6 +25,9 @@ type Cleaner struct {
 	DryRun         bool
 	Log            *slog.Logger
 	Now            func() time.Time
+	// BeforeDrop, when set, is called between a partition's archive check and
+	// its drop; the race test writes a row there.
+	BeforeDrop func(p Partition)
 }
 
 // CleanupResult lists what a cleanup run did (or in a dry run, would do).
@@ -75,7 +78,24 @@ func (c *Cleaner) Run(ctx context.Context) (CleanupResult, error) {
 		if c.DryRun {
 			log.Info("would drop partition", "bytes", p.Bytes, "rows", rows)
 		} else {
-			if err := c.Src.Drop(ctx, p); err != nil {
+			if c.BeforeDrop != nil {
+				c.BeforeDrop(p)
+			}
+			var err error
+			if rows >= 0 {
+				// Recount under the lock that drops: a row committed since the
+				// check above would otherwise go unarchived.
+				err = c.Src.DropCounted(ctx, p, rows)
+			} else {
+				err = c.Src.Drop(ctx, p)
+			}
+			if errors.Is(err, ErrChanged) {
+				reason := fmt.Sprintf("%v: re-archive it (archiver --force --table %s --month %s)", err, p.Table, MonthString(p.Month))
+				log.Error("partition not dropped", "reason", reason)
+				res.Refused = append(res.Refused, p.Table+"/"+p.Name+": "+reason)
+				continue
+			}
+			if err != nil {
 				return res, err
 			}
 			log.Info("partition dropped", "bytes", p.Bytes, "rows", rows)

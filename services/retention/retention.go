@@ -40,6 +40,9 @@ var (
 	ErrVerify = errors.New("archive verification failed")
 	// ErrBusy: another cleanup or archiver run holds the database's lock.
 	ErrBusy = errors.New("another retention job is running on this database")
+	// ErrChanged: a partition's row count changed between its archive check
+	// and its drop; it was not dropped.
+	ErrChanged = errors.New("partition changed since it was checked")
 )
 
 // Partition is one monthly partition of a managed table.
@@ -113,6 +116,10 @@ type Source interface {
 	DeleteRecord(ctx context.Context, table string, month time.Time) error
 	// Drop removes partition p and its rows.
 	Drop(ctx context.Context, p Partition) error
+	// DropCounted removes partition p only if it holds exactly rows rows,
+	// counted under the same lock that drops it, so that no row committed
+	// after the count is dropped with it. It returns ErrChanged otherwise.
+	DropCounted(ctx context.Context, p Partition, rows int64) error
 	// EnsurePartition creates table's partition for month unless it exists.
 	EnsurePartition(ctx context.Context, table string, month time.Time) (Partition, error)
 	// Insert writes rows (lines as Export wrote them) into table, skipping

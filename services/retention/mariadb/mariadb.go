@@ -355,6 +355,38 @@ func (s *Source) Drop(ctx context.Context, p retention.Partition) error {
 	return nil
 }
 
+// DropCounted takes a write lock on audit_events (LOCK TABLES), counts p,
+// and drops it under the same lock only if it holds exactly rows rows. Audit
+// writes wait meanwhile (the count reads one partition's index).
+func (s *Source) DropCounted(ctx context.Context, p retention.Partition, rows int64) error {
+	if p.Name == "pmax" {
+		return fmt.Errorf("refusing to drop the catch-all partition pmax")
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("drop partition %s: %w", p.Name, err)
+	}
+	defer conn.Close()
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES "+quote(p.Table)+" WRITE"); err != nil {
+		return fmt.Errorf("drop partition %s: lock: %w", p.Name, err)
+	}
+	defer conn.ExecContext(context.Background(), "UNLOCK TABLES") //nolint:errcheck // the connection is closed next anyway
+	var n int64
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
+	if err := conn.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM %s PARTITION (%s)", quote(p.Table), quote(p.Name))).Scan(&n); err != nil {
+		return fmt.Errorf("drop partition %s: count: %w", p.Name, err)
+	}
+	if n != rows {
+		return fmt.Errorf("%w: %s holds %d rows, its archive %d", retention.ErrChanged, p.Name, n, rows)
+	}
+	// sql: identifiers only, quoted by quote(); dates are formatted by the program; values are arguments.
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION %s", quote(p.Table), quote(p.Name))); err != nil {
+		return fmt.Errorf("drop partition %s: %w", p.Name, err)
+	}
+	return nil
+}
+
 // EnsurePartition makes sure audit_events has partition pYYYYMM for month.
 // When it is missing, the partition now holding that month's range (the
 // lowest one above it, possibly pmax) is split in two.

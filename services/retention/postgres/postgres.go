@@ -315,6 +315,46 @@ func (s *Source) Drop(ctx context.Context, p retention.Partition) error {
 	return nil
 }
 
+// DropCounted locks p against writes (SHARE: readers go on, writers wait),
+// counts it, and detaches and drops it in the same transaction only if it
+// holds exactly rows rows. Writers to other months are not blocked by the
+// count; the detach takes the parent's lock only for its own moment. Should
+// a writer routed to p meet the detach, Postgres breaks the deadlock by
+// failing one side, which retries (the processor) or runs again (cleanup).
+func (s *Source) DropCounted(ctx context.Context, p retention.Partition, rows int64) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '"+dropLockTimeout+"'"); err != nil {
+			return err
+		}
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
+		if _, err := tx.Exec(ctx, "LOCK TABLE ONLY "+s.partIdent(p)+" IN SHARE MODE"); err != nil {
+			return err
+		}
+		var n int64
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM ONLY "+s.partIdent(p)).Scan(&n); err != nil {
+			return err
+		}
+		if n != rows {
+			return fmt.Errorf("%w: %s holds %d rows, its archive %d", retention.ErrChanged, p.Name, n, rows)
+		}
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
+		if _, err := tx.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DETACH PARTITION %s", ident(p.Table), s.partIdent(p))); err != nil {
+			return err
+		}
+		// sql: identifiers only, quoted with pgx.Identifier.Sanitize (ident, partIdent); values are arguments.
+		_, err := tx.Exec(ctx, "DROP TABLE "+s.partIdent(p))
+		return err
+	})
+	if errors.Is(err, retention.ErrChanged) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("drop partition %s: %w", p.Name, err)
+	}
+	return nil
+}
+
 // EnsurePartition creates table's partition for month with the schema's own
 // events.ensure_monthly_partitions, then returns it.
 func (s *Source) EnsurePartition(ctx context.Context, table string, month time.Time) (retention.Partition, error) {

@@ -60,8 +60,9 @@ func FillPostgres(tb testing.TB, db *sql.DB, month time.Time, n int) {
 		tb.Fatalf("fill events %s: %v", retention.MonthString(month), err)
 	}
 	_, err = db.ExecContext(ctx, `
-		INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os)
-		SELECT gen_random_uuid(), $1::timestamptz + g * (interval '27 days' / $2), $1::timestamptz, 'app', 'DE', g % 4, 'ios'
+		INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
+		SELECT gen_random_uuid(), $1::timestamptz + g * (interval '27 days' / $2), $1::timestamptz, 'app', 'DE', g % 4, 'ios',
+		       CASE WHEN g % 2 = 0 THEN '{root}'::text[] ELSE '{}'::text[] END
 		  FROM generate_series(1, $2) g`, month, n)
 	if err != nil {
 		tb.Fatalf("fill facts %s: %v", retention.MonthString(month), err)
