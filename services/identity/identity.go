@@ -147,13 +147,15 @@ type Store interface {
 	// returns its username; ErrBadCredentials when unknown.
 	RevokeRefreshFamily(ctx context.Context, hash [sha256.Size]byte, at time.Time) (string, error)
 
-	// Failures returns, for each key, the failures counted in the window that
-	// is still open at now and when that window opened.
-	Failures(ctx context.Context, keys []string, window time.Duration, now time.Time) (map[string]Window, error)
-	// AddFailure counts one failure for each key, opening a new window for
-	// keys whose window has closed.
-	AddFailure(ctx context.Context, keys []string, window time.Duration, now time.Time) error
-	// ResetFailures forgets the failures of keys.
+	// CountAttempt counts one sign-in attempt for each key, opening a new
+	// window for keys whose window has closed, and returns each key's window
+	// afterwards. Counting before the password is checked makes the limit
+	// hold against parallel guesses too.
+	CountAttempt(ctx context.Context, keys []string, window time.Duration, now time.Time) (map[string]Window, error)
+	// Forgive takes one attempt back from each key (a successful sign-in
+	// from an address does not count against it).
+	Forgive(ctx context.Context, keys []string) error
+	// ResetFailures forgets the attempts of keys.
 	ResetFailures(ctx context.Context, keys []string) error
 
 	// SaveOIDCState stores a pending OIDC sign-in.
@@ -166,10 +168,10 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
-// Window is the failure count of one throttling key.
+// Window is the attempt count of one throttling key in its current window.
 type Window struct {
 	Start    time.Time
-	Failures int
+	Attempts int
 }
 
 // Auditor records an audited action durably. Audit returns an error wrapping

@@ -122,26 +122,36 @@ func throttleKeys(username, ip string) []string {
 	return keys
 }
 
-// checkThrottle returns a *ThrottledError when a key is over its limit.
-func (s *Service) checkThrottle(ctx context.Context, keys []string, now time.Time) error {
-	wins, err := s.store.Failures(ctx, keys, s.opts.FailureWindow, now)
+// countAttempt counts a sign-in attempt for keys and returns a
+// *ThrottledError when one of them is over its limit.
+func (s *Service) countAttempt(ctx context.Context, keys []string, now time.Time) error {
+	wins, err := s.store.CountAttempt(ctx, keys, s.opts.FailureWindow, now)
 	if err != nil {
 		return err
 	}
 	var wait time.Duration
 	for k, w := range wins {
 		limit := s.opts.MaxFailuresUser
-		if len(k) > 3 && k[:3] == "ip:" {
+		if strings.HasPrefix(k, "ip:") {
 			limit = s.opts.MaxFailuresIP
 		}
-		if w.Failures >= limit {
+		if w.Attempts > limit {
 			wait = max(wait, w.Start.Add(s.opts.FailureWindow).Sub(now))
 		}
 	}
 	if wait > 0 {
-		return &ThrottledError{RetryAfter: time.Duration(math.Ceil(wait.Seconds())) * time.Second}
+		return &ThrottledError{RetryAfter: max(time.Second, time.Duration(math.Ceil(wait.Seconds()))*time.Second)}
 	}
 	return nil
+}
+
+// succeeded clears the username's count and takes the attempt back from the
+// address.
+func (s *Service) succeeded(ctx context.Context, keys []string) error {
+	if err := s.store.ResetFailures(ctx, keys[:1]); err != nil {
+		return err
+	}
+	return s.store.Forgive(ctx, keys[1:])
 }
 
 // Login checks a username and password and opens a session. Errors:
@@ -154,7 +164,7 @@ func (s *Service) Login(ctx context.Context, username, password string, meta Met
 		name = username
 	}
 	keys := throttleKeys(name, meta.ClientIP)
-	if err := s.checkThrottle(ctx, keys, now); err != nil {
+	if err := s.countAttempt(ctx, keys, now); err != nil {
 		if errors.Is(err, ErrThrottled) {
 			s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 429, meta, map[string]any{"reason": "throttled"}))
 		}
@@ -179,13 +189,10 @@ func (s *Service) Login(ctx context.Context, username, password string, meta Met
 		return Session{}, err
 	}
 	if !ok || u.Disabled || u.Source != SourceLocal || len(password) > MaxPasswordLen {
-		if err := s.store.AddFailure(ctx, keys, s.opts.FailureWindow, now); err != nil {
-			return Session{}, err
-		}
 		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 401, meta, nil))
 		return Session{}, ErrBadCredentials
 	}
-	if err := s.store.ResetFailures(ctx, keys[:1]); err != nil {
+	if err := s.succeeded(ctx, keys); err != nil {
 		return Session{}, err
 	}
 	return s.open(ctx, u, meta, "password")
@@ -397,7 +404,7 @@ func (s *Service) ChangePassword(ctx context.Context, username, current, next st
 	}
 	now := s.now()
 	keys := throttleKeys(username, meta.ClientIP)
-	if err := s.checkThrottle(ctx, keys, now); err != nil {
+	if err := s.countAttempt(ctx, keys, now); err != nil {
 		return err
 	}
 	u, err := s.store.GetUser(ctx, username)
@@ -409,10 +416,10 @@ func (s *Service) ChangePassword(ctx context.Context, username, current, next st
 		return err
 	}
 	if !ok || u.Disabled || u.Source != SourceLocal {
-		if err := s.store.AddFailure(ctx, keys, s.opts.FailureWindow, now); err != nil {
-			return err
-		}
 		return ErrBadCredentials
+	}
+	if err := s.succeeded(ctx, keys); err != nil {
+		return err
 	}
 	hash, err := s.hasher.Hash(ctx, next)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,6 +303,29 @@ func TestLogin_Throttle(t *testing.T) {
 			t.Fatalf("Retry-After = %q", ra)
 		}
 		login("tim", pw, "10.0.1.1").want(t, "another person", 200)
+	})
+	t.Run("ParallelGuesses", func(t *testing.T) {
+		// Counted before the password is checked: a burst of parallel
+		// guesses gets no more tries than a patient guesser.
+		s.createUser(t, "pia", pw, "analyst")
+		codes := make(chan int, 20)
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes <- login("pia", "wrong password", fmt.Sprintf("10.1.%d.1", i)).status
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		got := map[int]int{}
+		for c := range codes {
+			got[c]++
+		}
+		if got[401] > 3 || got[401]+got[429] != 20 {
+			t.Fatalf("20 parallel wrong passwords answered %v, want at most 3 × 401 and the rest 429", got)
+		}
 	})
 	t.Run("PerAddress", func(t *testing.T) {
 		for i := range 5 {

@@ -249,8 +249,12 @@ func (s *Store) TouchLogin(ctx context.Context, username string, at time.Time) e
 	return nil
 }
 
-// CreateRefresh stores a refresh token.
+// CreateRefresh stores a refresh token and drops some long-expired ones.
 func (s *Store) CreateRefresh(ctx context.Context, t identity.RefreshToken) error {
+	// Expired tokens are useless; they go in small batches, a day late.
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM refresh_tokens WHERE expires_at < ? LIMIT 100", t.CreatedAt.Add(-24*time.Hour)); err != nil {
+		return fmt.Errorf("drop expired refresh tokens: %w", err)
+	}
 	_, err := s.db.ExecContext(ctx, "INSERT INTO refresh_tokens (token_hash, family_id, username, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
 		t.Hash[:], t.FamilyID, t.Username, t.CreatedAt, t.ExpiresAt)
 	if err != nil {
@@ -329,44 +333,59 @@ func keyArgs(keys []string) []any {
 	return args
 }
 
-// Failures returns the open windows of keys.
-func (s *Store) Failures(ctx context.Context, keys []string, window time.Duration, now time.Time) (map[string]identity.Window, error) {
+// CountAttempt counts one attempt for each key and returns the windows.
+func (s *Store) CountAttempt(ctx context.Context, keys []string, window time.Duration, now time.Time) (map[string]identity.Window, error) {
 	out := map[string]identity.Window{}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	args := append(keyArgs(keys), now.Add(-window))
-	// sql: the IN list is only placeholders.
-	rows, err := s.db.QueryContext(ctx, "SELECT k, window_start, failures FROM login_failures WHERE k IN ("+inList(len(keys))+") AND window_start > ?", args...)
-	if err != nil {
-		return nil, fmt.Errorf("select login failures: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var k []byte
-		var w identity.Window
-		if err := rows.Scan(&k, &w.Start, &w.Failures); err != nil {
-			return nil, fmt.Errorf("select login failures: %w", err)
-		}
-		w.Start = w.Start.UTC()
-		out[string(k)] = w
-	}
-	return out, rows.Err()
-}
-
-// AddFailure counts one failure for each key.
-func (s *Store) AddFailure(ctx context.Context, keys []string, window time.Duration, now time.Time) error {
 	cutoff := now.Add(-window)
 	for _, k := range keys {
-		// A closed window starts over at this failure.
+		// A closed window starts over at this attempt. MariaDB assigns left
+		// to right, so failures is computed from the old window_start.
 		_, err := s.db.ExecContext(ctx, `INSERT INTO login_failures (k, window_start, failures) VALUES (?, ?, 1)
 			ON DUPLICATE KEY UPDATE
 			  failures = IF(window_start <= ?, 1, failures + 1),
 			  window_start = IF(window_start <= ?, VALUES(window_start), window_start)`,
 			[]byte(k), now, cutoff, cutoff)
 		if err != nil {
-			return fmt.Errorf("count login failure: %w", err)
+			return nil, fmt.Errorf("count sign-in attempt: %w", err)
 		}
+	}
+	// sql: the IN list is only placeholders.
+	rows, err := s.db.QueryContext(ctx, "SELECT k, window_start, failures FROM login_failures WHERE k IN ("+inList(len(keys))+")", keyArgs(keys)...)
+	if err != nil {
+		return nil, fmt.Errorf("select sign-in attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k []byte
+		var w identity.Window
+		if err := rows.Scan(&k, &w.Start, &w.Attempts); err != nil {
+			return nil, fmt.Errorf("select sign-in attempts: %w", err)
+		}
+		w.Start = w.Start.UTC()
+		out[string(k)] = w
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("select sign-in attempts: %w", err)
+	}
+	// Keep the table to the open windows: usernames sprayed by a guesser
+	// must not pile up.
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM login_failures WHERE window_start <= ? LIMIT 100", cutoff); err != nil {
+		return nil, fmt.Errorf("drop closed windows: %w", err)
+	}
+	return out, nil
+}
+
+// Forgive takes one attempt back from each key.
+func (s *Store) Forgive(ctx context.Context, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	// sql: the IN list is only placeholders.
+	if _, err := s.db.ExecContext(ctx, "UPDATE login_failures SET failures = failures - 1 WHERE failures > 0 AND k IN ("+inList(len(keys))+")", keyArgs(keys)...); err != nil {
+		return fmt.Errorf("forgive sign-in attempt: %w", err)
 	}
 	return nil
 }
