@@ -70,6 +70,9 @@ type Archiver struct {
 	// Force re-archives months that already have an archive record (for a
 	// partition that gained rows after it was archived).
 	Force bool
+	// Late archives the rows held in the late table (events of months that
+	// were archived and dropped) as supplementary archives; see RunLate.
+	Late bool
 	// AfterFile, when set, is called after each chunk file is stored; fault
 	// tests use it to kill the process mid-archive.
 	AfterFile func(n int)
@@ -82,9 +85,14 @@ func (a *Archiver) now() time.Time {
 	return time.Now()
 }
 
-// Run archives every finished partition that has no archive record yet.
-// It keeps going after a failed partition and returns the first error.
+// Run archives every finished partition that has no archive record yet
+// (with Force, also those that have one: as a new version beside it; with
+// Late, it archives the held late rows instead, see RunLate). It keeps
+// going after a failed partition and returns the first error.
 func (a *Archiver) Run(ctx context.Context) (Summary, error) {
+	if a.Late {
+		return a.RunLate(ctx)
+	}
 	start := time.Now()
 	var sum Summary
 	unlock, err := a.Src.Lock(ctx)
@@ -105,19 +113,22 @@ func (a *Archiver) Run(ctx context.Context) (Summary, error) {
 		if (a.Table != "" && p.Table != a.Table) || (!a.Month.IsZero() && !p.Month.Equal(a.Month)) {
 			continue
 		}
+		prefix := Prefix(p.Table, p.Month)
 		_, err := a.Src.Record(ctx, p.Table, p.Month)
 		switch {
 		case err == nil && !a.Force:
 			a.Log.Debug("already archived", "table", p.Table, "partition", p.Name)
 			continue
 		case err == nil:
-			if err := a.Src.DeleteRecord(ctx, p.Table, p.Month); err != nil {
+			// The verified archive stays: a new version goes beside it, and
+			// the record moves to it only once it is verified.
+			if prefix, err = a.nextVersion(ctx, p); err != nil {
 				return sum, err
 			}
 		case !errors.Is(err, ErrNotFound):
 			return sum, err
 		}
-		m, err := a.Archive(ctx, p)
+		m, err := a.archiveAt(ctx, p, prefix)
 		if err != nil {
 			a.Log.Error("archive failed", "table", p.Table, "partition", p.Name, "err", err)
 			if firstErr == nil {
@@ -133,29 +144,56 @@ func (a *Archiver) Run(ctx context.Context) (Summary, error) {
 	return sum, firstErr
 }
 
-// Archive writes p to the store, verifies it and records it. Whatever a
-// crashed earlier attempt left under the same prefix is removed first,
-// manifest first, so there is never a manifest for files that changed.
+// Archive writes p to the store under its month's prefix, verifies it and
+// records it. Whatever a crashed earlier attempt left directly under the
+// prefix (never a version or supplementary directory beneath it) is removed
+// first, manifest first, so there is never a manifest for files that
+// changed. Only call it for a month without an archive record.
 func (a *Archiver) Archive(ctx context.Context, p Partition) (Manifest, error) {
-	prefix := Prefix(p.Table, p.Month)
+	return a.archiveAt(ctx, p, Prefix(p.Table, p.Month))
+}
+
+func (a *Archiver) archiveAt(ctx context.Context, p Partition, prefix string) (Manifest, error) {
 	log := a.Log.With("table", p.Table, "partition", p.Name, "location", a.Store.Location(prefix))
 	if err := a.clear(ctx, prefix); err != nil {
 		return Manifest{}, err
 	}
+	log.Info("archive started")
+	m, sha, err := a.write(ctx, p, prefix, func(emit func([]byte) error) error { return a.Src.Export(ctx, p, emit) }, log)
+	if err != nil {
+		return m, err
+	}
+	if err := a.verifyAt(ctx, p, prefix, m, sha); err != nil {
+		return m, err
+	}
+	rec := Record{
+		Table: p.Table, Partition: p.Name, From: m.From, To: m.To, Rows: m.Rows, Bytes: m.Bytes,
+		Files: m.Files, ContentSHA256: m.ContentSHA256, ManifestSHA256: sha,
+		Location: a.Store.Location(prefix), SchemaVersion: m.SchemaVersion, VerifiedAt: a.now().UTC(),
+	}
+	if err := a.Src.SaveRecord(ctx, rec); err != nil {
+		return m, err
+	}
+	log.Info("archive verified", "rows", m.Rows, "bytes", m.Bytes, "files", len(m.Files), "content_sha256", m.ContentSHA256)
+	return m, nil
+}
+
+// write stores the rows export emits under prefix as chunk files and then
+// the manifest, and returns the manifest and its SHA-256.
+func (a *Archiver) write(ctx context.Context, p Partition, prefix string, export func(emit func([]byte) error) error, log *slog.Logger) (Manifest, string, error) {
 	cols, err := a.Src.Columns(ctx, p.Table)
 	if err != nil {
-		return Manifest{}, err
+		return Manifest{}, "", err
 	}
 	ver, err := a.Src.SchemaVersion(ctx)
 	if err != nil {
-		return Manifest{}, err
+		return Manifest{}, "", err
 	}
 	m := Manifest{
 		Format: ManifestFormat, Database: a.Src.Name(), Table: p.Table, Partition: p.Name,
 		From: p.Month, To: p.Month.AddDate(0, 1, 0), Encoding: "ndjson+gzip",
 		Columns: cols, SchemaVersion: ver, CreatedAt: a.now().UTC(),
 	}
-	log.Info("archive started")
 	content := sha256.New()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
@@ -180,7 +218,7 @@ func (a *Archiver) Archive(ctx context.Context, p Partition) (Manifest, error) {
 		fileRows = 0
 		return nil
 	}
-	err = a.Src.Export(ctx, p, func(line []byte) error {
+	err = export(func(line []byte) error {
 		content.Write(line)
 		content.Write(nl)
 		if _, err := zw.Write(line); err != nil {
@@ -197,44 +235,114 @@ func (a *Archiver) Archive(ctx context.Context, p Partition) (Manifest, error) {
 		return nil
 	})
 	if err != nil {
-		return m, fmt.Errorf("export %s: %w", p.Name, err)
+		return m, "", fmt.Errorf("export %s: %w", p.Name, err)
 	}
 	if fileRows > 0 {
 		if err := flush(); err != nil {
-			return m, fmt.Errorf("export %s: %w", p.Name, err)
+			return m, "", fmt.Errorf("export %s: %w", p.Name, err)
 		}
 	}
 	m.ContentSHA256 = hex.EncodeToString(content.Sum(nil))
 	raw, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return m, err
+		return m, "", err
 	}
 	if err := a.Store.Put(ctx, prefix+ManifestName, raw); err != nil {
-		return m, fmt.Errorf("store manifest: %w", err)
+		return m, "", fmt.Errorf("store manifest: %w", err)
 	}
 	msum := sha256.Sum256(raw)
-	if err := a.Verify(ctx, p, m, hex.EncodeToString(msum[:])); err != nil {
-		return m, err
+	return m, hex.EncodeToString(msum[:]), nil
+}
+
+// nextVersion returns the prefix of a new version of p's archive:
+// <table>/<month>/vN/ with N above every version present (the first
+// archive, directly under the month, is version 1). Nothing there is
+// touched, verified or not.
+func (a *Archiver) nextVersion(ctx context.Context, p Partition) (string, error) {
+	prefix := Prefix(p.Table, p.Month)
+	keys, err := a.Store.List(ctx, prefix)
+	if err != nil {
+		return "", fmt.Errorf("list %s: %w", prefix, err)
 	}
-	rec := Record{
-		Table: p.Table, Partition: p.Name, From: m.From, To: m.To, Rows: m.Rows, Bytes: m.Bytes,
-		Files: m.Files, ContentSHA256: m.ContentSHA256, ManifestSHA256: hex.EncodeToString(msum[:]),
-		Location: a.Store.Location(prefix), SchemaVersion: ver, VerifiedAt: a.now().UTC(),
+	n := 1
+	for _, k := range keys {
+		if v, ok := versionOf(prefix, k); ok && v > n {
+			n = v
+		}
 	}
-	if err := a.Src.SaveRecord(ctx, rec); err != nil {
-		return m, err
+	return fmt.Sprintf("%sv%d/", prefix, n+1), nil
+}
+
+// versionOf returns N when key lies under prefix+"vN/".
+func versionOf(prefix, key string) (int, bool) {
+	rest, ok := strings.CutPrefix(key, prefix+"v")
+	if !ok {
+		return 0, false
 	}
-	log.Info("archive verified", "rows", m.Rows, "bytes", m.Bytes, "files", len(m.Files), "content_sha256", m.ContentSHA256)
-	return m, nil
+	num, _, ok := strings.Cut(rest, "/")
+	if !ok || num == "" {
+		return 0, false
+	}
+	n := 0
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// FindManifest returns the prefix and manifest of the version of table's
+// archive for month whose manifest has the SHA-256 sha (the one its record
+// names), looking at the month's first archive and its vN/ versions.
+func FindManifest(ctx context.Context, st Store, table string, month time.Time, sha string) (string, Manifest, error) {
+	prefix := Prefix(table, month)
+	keys, err := st.List(ctx, prefix)
+	if err != nil {
+		return "", Manifest{}, fmt.Errorf("list %s: %w", st.Location(prefix), err)
+	}
+	var firstErr error
+	for _, k := range keys {
+		dir, ok := strings.CutSuffix(k, ManifestName)
+		if !ok {
+			continue
+		}
+		if _, isVersion := versionOf(prefix, k); dir != prefix && !isVersion {
+			continue // a supplementary archive
+		}
+		m, got, err := ReadManifest(ctx, st, dir)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if got == sha {
+			return dir, m, nil
+		}
+	}
+	if firstErr != nil {
+		return "", Manifest{}, firstErr
+	}
+	return "", Manifest{}, fmt.Errorf("no manifest under %s has the recorded sha256 %s: %w", st.Location(prefix), sha, ErrNotFound)
 }
 
 var nl = []byte{'\n'}
 
-// clear removes every object under prefix, the manifest first.
+// clear removes the objects directly under prefix (an incomplete archive:
+// there is no record for it), the manifest first. Versions and
+// supplementary archives in directories beneath it are never touched.
 func (a *Archiver) clear(ctx context.Context, prefix string) error {
-	keys, err := a.Store.List(ctx, prefix)
+	all, err := a.Store.List(ctx, prefix)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", prefix, err)
+	}
+	var keys []string
+	for _, k := range all {
+		if !strings.Contains(strings.TrimPrefix(k, prefix), "/") {
+			keys = append(keys, k)
+		}
 	}
 	if len(keys) == 0 {
 		return nil
@@ -256,8 +364,28 @@ func (a *Archiver) clear(ctx context.Context, prefix string) error {
 // file's SHA-256 and row count, the total row count and content hash, and
 // the partition's current row count.
 func (a *Archiver) Verify(ctx context.Context, p Partition, want Manifest, manifestSHA string) error {
-	prefix := Prefix(p.Table, p.Month)
-	got, gotSHA, err := ReadManifest(ctx, a.Store, prefix)
+	return a.verifyAt(ctx, p, Prefix(p.Table, p.Month), want, manifestSHA)
+}
+
+func (a *Archiver) verifyAt(ctx context.Context, p Partition, prefix string, want Manifest, manifestSHA string) error {
+	if err := verifyStored(ctx, a.Store, p, prefix, want, manifestSHA); err != nil {
+		return err
+	}
+	n, err := a.Src.Count(ctx, p)
+	if err != nil {
+		return err
+	}
+	if n != want.Rows {
+		return fmt.Errorf("%w: %s: partition now has %d rows, archive %d", ErrVerify, p.Name, n, want.Rows)
+	}
+	return nil
+}
+
+// verifyStored re-reads the archive under prefix and checks it against want:
+// the manifest's checksum, every file's SHA-256 and row count, the total
+// row count and the content hash.
+func verifyStored(ctx context.Context, st Store, p Partition, prefix string, want Manifest, manifestSHA string) error {
+	got, gotSHA, err := ReadManifest(ctx, st, prefix)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrVerify, err)
 	}
@@ -267,7 +395,7 @@ func (a *Archiver) Verify(ctx context.Context, p Partition, want Manifest, manif
 	var rows int64
 	content := sha256.New()
 	for _, f := range got.Files {
-		n, err := readFile(ctx, a.Store, prefix, f, content, nil)
+		n, err := readFile(ctx, st, prefix, f, content, nil)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrVerify, err)
 		}
@@ -278,13 +406,6 @@ func (a *Archiver) Verify(ctx context.Context, p Partition, want Manifest, manif
 	}
 	if h := hex.EncodeToString(content.Sum(nil)); h != want.ContentSHA256 {
 		return fmt.Errorf("%w: %s: archive content sha256 %s, database %s", ErrVerify, p.Name, h, want.ContentSHA256)
-	}
-	n, err := a.Src.Count(ctx, p)
-	if err != nil {
-		return err
-	}
-	if n != want.Rows {
-		return fmt.Errorf("%w: %s: partition now has %d rows, archive %d", ErrVerify, p.Name, n, want.Rows)
 	}
 	return nil
 }
@@ -384,8 +505,21 @@ func (a *Archiver) Restore(ctx context.Context, table string, month time.Time) (
 	start := time.Now()
 	var sum Summary
 	month = MonthStart(month)
+	// The version the record names (after --force there are several), or
+	// the first archive when the database has no record any more.
 	prefix := Prefix(table, month)
-	m, _, err := ReadManifest(ctx, a.Store, prefix)
+	var m Manifest
+	rec, err := a.Src.Record(ctx, table, month)
+	switch {
+	case err == nil:
+		prefix, m, err = FindManifest(ctx, a.Store, table, month, rec.ManifestSHA256)
+	case errors.Is(err, ErrNotFound):
+		m, _, err = ReadManifest(ctx, a.Store, prefix)
+	}
+	if err != nil {
+		return sum, err
+	}
+	late, err := a.lateManifests(ctx, table, month)
 	if err != nil {
 		return sum, err
 	}
@@ -446,6 +580,9 @@ func (a *Archiver) Restore(ctx context.Context, table string, month time.Time) (
 	}
 	if h := hex.EncodeToString(content.Sum(nil)); h != m.ContentSHA256 {
 		return sum, fmt.Errorf("%w: archive content sha256 %s, manifest %s", ErrVerify, h, m.ContentSHA256)
+	}
+	if len(late) > 0 {
+		return a.restoreLate(ctx, p, m, late, inserted, sum, start, log)
 	}
 	n, h, err := ContentHash(ctx, a.Src, p)
 	if err != nil {

@@ -135,12 +135,15 @@ func (c *Cleaner) archived(ctx context.Context, p Partition) (int64, string, err
 		return 0, fmt.Sprintf("partition has %d rows but its archive %d: re-archive it (archiver --force --table %s --month %s)", n, rec.Rows, p.Table, MonthString(p.Month)), nil
 	}
 	if c.Store != nil {
+		// The version the record names: after --force the month has several.
 		prefix := Prefix(p.Table, p.Month)
-		m, sha, err := ReadManifest(ctx, c.Store, prefix)
+		_, m, err := FindManifest(ctx, c.Store, p.Table, p.Month, rec.ManifestSHA256)
 		switch {
+		case errors.Is(err, ErrNotFound):
+			return 0, "archive manifest differs from the verified one at " + c.Store.Location(prefix), nil
 		case err != nil:
 			return 0, "archive manifest unreadable: " + err.Error(), nil
-		case sha != rec.ManifestSHA256 || m.Rows != rec.Rows:
+		case m.Rows != rec.Rows:
 			return 0, "archive manifest differs from the verified one at " + c.Store.Location(prefix), nil
 		}
 	}

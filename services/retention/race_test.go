@@ -84,4 +84,3 @@ func TestCleaner_CountDropRace(t *testing.T) {
 		})
 	}
 }
-

@@ -131,6 +131,34 @@ type Source interface {
 	Close()
 }
 
+// LateSource is a Source that holds late rows: events received for a month
+// that was archived and dropped, kept aside (events.late_events) instead of
+// re-creating the month. The postgres Source implements it.
+type LateSource interface {
+	// LateMonths lists the months with held rows, as partitions of the table
+	// the rows belong to (Name "late_events").
+	LateMonths(ctx context.Context) ([]Partition, error)
+	// ExportLate streams p's month of held rows in primary-key order, each
+	// as Export writes a row of p.Table, from one snapshot.
+	ExportLate(ctx context.Context, p Partition, emit func(line []byte) error) error
+	// SaveLate records a verified supplementary archive and removes the held
+	// rows it holds (lines as ExportLate wrote them) in one transaction; it
+	// returns how many rows it removed.
+	SaveLate(ctx context.Context, r LateRecord, lines [][]byte) (int64, error)
+}
+
+// LateRecord is the database's row for one verified supplementary archive.
+type LateRecord struct {
+	Table          string
+	Month          time.Time
+	Prefix         string // key prefix in the store
+	Rows           int64
+	ContentSHA256  string
+	ManifestSHA256 string
+	Location       string
+	VerifiedAt     time.Time
+}
+
 // Store keeps archive objects: a directory or an S3 bucket. Put makes an
 // object appear whole or not at all.
 type Store interface {

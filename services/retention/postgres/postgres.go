@@ -355,10 +355,12 @@ func (s *Source) DropCounted(ctx context.Context, p retention.Partition, rows in
 	return nil
 }
 
-// EnsurePartition creates table's partition for month with the schema's own
-// events.ensure_monthly_partitions, then returns it.
+// EnsurePartition creates table's partition for month (for a restore) with
+// the schema's own events.restore_monthly_partition, then returns it.
 func (s *Source) EnsurePartition(ctx context.Context, table string, month time.Time) (retention.Partition, error) {
-	if _, err := s.pool.Exec(ctx, "SELECT events.ensure_monthly_partitions($1::regclass, $2, 0)", table, month); err != nil {
+	// Not ensure_monthly_partitions: that one never re-creates a month that
+	// was archived and dropped, which is exactly what a restore does.
+	if _, err := s.pool.Exec(ctx, "SELECT events.restore_monthly_partition($1::regclass, $2)", table, month); err != nil {
 		return retention.Partition{}, fmt.Errorf("create partition of %s for %s: %w", table, retention.MonthString(month), err)
 	}
 	parts, err := s.Partitions(ctx)

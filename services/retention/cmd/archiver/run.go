@@ -34,8 +34,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.SetOutput(stdout)
 	table := fs.String("table", "", "only this table (events.events, facts.facts, audit_events); required for restore")
 	month := fs.String("month", "", "only this month, YYYY-MM; required for restore")
-	force := fs.Bool("force", false, "re-archive months that already have an archive")
+	force := fs.Bool("force", false, "archive months that already have an archive again, as a new version beside it (nothing is deleted)")
+	late := fs.Bool("late", false, "archive the held late events (months archived and dropped) as supplementary archives beside the verified ones")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *late && (restore || *force) {
+		err := errors.New("--late goes with neither restore nor --force")
+		fmt.Fprintln(stdout, err)
 		return err
 	}
 	var cfg retention.ArchiverConfig
@@ -63,7 +69,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		log.Error("archive store", "err", err)
 		return err
 	}
-	a := &retention.Archiver{Store: st, ChunkRows: cfg.ChunkRows, Log: log, Table: *table, Month: m, Force: *force}
+	a := &retention.Archiver{Store: st, ChunkRows: cfg.ChunkRows, Log: log, Table: *table, Month: m, Force: *force, Late: *late}
 	if n, _ := strconv.Atoi(getenv(crashEnv)); n > 0 {
 		a.AfterFile = func(i int) {
 			if i >= n {
