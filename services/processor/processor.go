@@ -135,6 +135,12 @@ type Store interface {
 	// retrying cannot help) and ErrUnavailable otherwise (transient:
 	// connection loss, serialization failure, lock timeout).
 	WriteBatch(ctx context.Context, events []wire.Event) (WriteResult, error)
+	// WriteRequests stores requests (the events of each collector request)
+	// in one transaction, except those whose rows the database refuses:
+	// refused maps their indexes to errors wrapping ErrUnstorable, and
+	// every other request is durable when it returns. The error wraps
+	// ErrUnavailable and means nothing was stored.
+	WriteRequests(ctx context.Context, requests [][]wire.Event) (res WriteResult, refused map[int]error, err error)
 }
 
 // Aggregator folds pending facts into the rollups.

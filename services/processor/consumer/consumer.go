@@ -248,28 +248,43 @@ func (c *Consumer) write(ctx context.Context, events []wire.Event) (processor.Wr
 	}
 }
 
-// isolate writes b's requests one at a time and dead-letters each one
-// Postgres refuses; every other request is stored. It returns ctx's error
-// if ctx ends first, or a transient error that outlived the retries.
+// isolate writes b's requests again in one transaction, each under its
+// own savepoint, dead-letters each one Postgres refuses and stores every
+// other one. Transient errors are retried with backoff; it returns ctx's
+// error if ctx ends first.
 func (c *Consumer) isolate(ctx context.Context, b *batch) (processor.WriteResult, error) {
-	var total processor.WriteResult
-	for _, u := range b.units {
-		res, err := c.write(ctx, b.events[u.start:u.end])
-		switch {
-		case errors.Is(err, processor.ErrUnstorable):
-			p := poison{body: u.req.Body(), reason: "refused", err: truncate(err.Error(), maxReason),
-				requestID: u.req.RequestID, appID: u.req.AppID, events: u.end - u.start}
-			if !c.deadLetter(ctx, p) {
-				return total, ctx.Err()
-			}
-		case err != nil:
-			return total, err
-		default:
-			total.Stored += res.Stored
-			total.Duplicates += res.Duplicates
-		}
+	requests := make([][]wire.Event, len(b.units))
+	for i, u := range b.units {
+		requests[i] = b.events[u.start:u.end]
 	}
-	return total, nil
+	backoff := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		res, refused, err := c.store.WriteRequests(wctx, requests)
+		cancel()
+		if err == nil {
+			for i, u := range b.units {
+				rerr, ok := refused[i]
+				if !ok {
+					continue
+				}
+				p := poison{body: u.req.Body(), reason: "refused", err: truncate(rerr.Error(), maxReason),
+					requestID: u.req.RequestID, appID: u.req.AppID, events: u.end - u.start}
+				if !c.deadLetter(ctx, p) {
+					// Stored already: the redelivery skips the stored
+					// requests and dead-letters the refused one again.
+					return res, ctx.Err()
+				}
+			}
+			return res, nil
+		}
+		c.metrics.WriteErrors.Inc()
+		c.log.Warn("request-by-request write failed, retrying", "requests", len(requests), "err", err, "backoff", backoff.String())
+		if !sleep(ctx, backoff) {
+			return res, ctx.Err()
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
 }
 
 // deadLetter sends p to the dead-letter queue, retrying until the broker

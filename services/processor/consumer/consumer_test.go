@@ -266,6 +266,24 @@ func (s refusingStore) WriteBatch(ctx context.Context, events []wire.Event) (pro
 	return s.inner.WriteBatch(ctx, events)
 }
 
+func (s refusingStore) WriteRequests(ctx context.Context, requests [][]wire.Event) (processor.WriteResult, map[int]error, error) {
+	refused := map[int]error{}
+	var rest [][]wire.Event
+	for i, req := range requests {
+		bad := false
+		for _, e := range req {
+			bad = bad || s.bad[e.ID]
+		}
+		if bad {
+			refused[i] = fmt.Errorf("request: %w: invalid input syntax for type json", processor.ErrUnstorable)
+			continue
+		}
+		rest = append(rest, req)
+	}
+	res, _, err := s.inner.WriteRequests(ctx, rest)
+	return res, refused, err
+}
+
 func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
 	h := newHarness(t)
 	r := rand.New(rand.NewPCG(5, 5))
@@ -476,5 +494,53 @@ func TestConsumer_RequestIsolation(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.metrics.Isolated.WithLabelValues("unstorable")); got != 1 {
 		t.Errorf("isolated{unstorable} = %v, want 1", got)
+	}
+}
+
+// TestConsumer_PostgresRefusesOneRequest: a request whose rows Postgres
+// itself refuses (a unique violation from a facts row whose event's
+// partition was dropped) shares a message with good requests; it alone is
+// dead-lettered and the others are stored.
+func TestConsumer_PostgresRefusesOneRequest(t *testing.T) {
+	h := newHarness(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
+	r := rand.New(rand.NewPCG(8, 8))
+	now := time.Now().UTC()
+	good1, stale, good2 := request(r, now, 3), request(r, now, 2), request(r, now, 4)
+	if _, err := h.store.WriteBatch(ctx, stale[1:]); err != nil {
+		t.Fatalf("WriteBatch: %v", err)
+	}
+	if _, err := h.pool.Exec(ctx, `DELETE FROM events.events WHERE id = $1`, stale[1].ID); err != nil {
+		t.Fatalf("delete event: %v", err)
+	}
+	h.start(t, 100)
+	h.send(t, bodyV2(t, good1, stale, good2))
+
+	select {
+	case d := <-dlq.C():
+		if string(d.Body) != string(bodyV2(t, stale)) {
+			t.Errorf("dead letter = %.300s, want the refused request alone", d.Body)
+		}
+		if reason := d.Header(wire.HeaderDeadLetterReason); !strings.Contains(reason, "23505") {
+			t.Errorf("dead letter reason = %q, want the unique violation", reason)
+		}
+		_ = d.Ack()
+	case <-time.After(30 * time.Second):
+		t.Fatal("the refused request never reached the dead-letter queue")
+	}
+	var ids []string
+	for _, e := range append(good1, good2...) {
+		ids = append(ids, e.ID)
+	}
+	waitFor(t, "the good requests", func() bool {
+		return h.count(t, "SELECT count(*) FROM events.events WHERE id = ANY($1::uuid[])", ids) == len(ids)
+	})
+	if n := h.count(t, "SELECT count(*) FROM events.events WHERE id = $1", stale[0].ID); n != 0 {
+		t.Errorf("the refused request's other event stored %d times", n)
+	}
+	if got := testutil.ToFloat64(h.metrics.Isolated.WithLabelValues("refused")); got != 1 {
+		t.Errorf("isolated{refused} = %v, want 1", got)
 	}
 }

@@ -62,3 +62,44 @@ func TestStore_WriteBatch_Permanent(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_WriteRequests checks the slow path: one transaction, a
+// savepoint per request; the requests Postgres refuses are reported and
+// rolled back, every other one is stored.
+func TestStore_WriteRequests(t *testing.T) {
+	s, pool := mustStore(t)
+	r := rand.New(rand.NewPCG(22, 22))
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	ctx := context.Background()
+
+	good1 := []wire.Event{pgtest.Event(r, now, 0), pgtest.Event(r, now, 0)}
+	deep := []wire.Event{pgtest.Event(r, now, 0), pgtest.Event(r, now, 0)}
+	deep[1].Attributes = json.RawMessage(`{"a":` + strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000) + `}`)
+	stale := []wire.Event{pgtest.Event(r, now, 0)}
+	write(t, s, stale...)
+	if _, err := pool.Exec(ctx, `DELETE FROM events.events WHERE id = $1`, stale[0].ID); err != nil {
+		t.Fatalf("delete event: %v", err)
+	}
+	good2 := []wire.Event{pgtest.Event(r, now, 0), good1[0]} // a repeat of good1's first event
+
+	res, refused, err := s.WriteRequests(ctx, [][]wire.Event{good1, deep, stale, good2})
+	if err != nil {
+		t.Fatalf("WriteRequests = %v", err)
+	}
+	if res != (processor.WriteResult{Stored: 3, Duplicates: 1}) {
+		t.Errorf("WriteRequests = %+v, want 3 stored, 1 duplicate", res)
+	}
+	if len(refused) != 2 || !errors.Is(refused[1], processor.ErrUnstorable) || !errors.Is(refused[2], processor.ErrUnstorable) {
+		t.Fatalf("refused = %v, want requests 1 and 2", refused)
+	}
+	for _, e := range append(good1, good2[0]) {
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.events WHERE id = $1", e.ID); n != 1 {
+			t.Errorf("good event %s stored %d times", e.ID, n)
+		}
+	}
+	for _, e := range append(deep, stale...) {
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.events WHERE id = $1", e.ID); n != 0 {
+			t.Errorf("refused event %s stored %d times", e.ID, n)
+		}
+	}
+}
