@@ -107,6 +107,7 @@ type row struct {
 	sent, accepted, events      int
 	stored, duplicates, audit   int
 	extraStored, extraAudit     int
+	oneOutcome
 	first202, allReady, drain   float64
 	rollupsExact, brokerDown503 string
 }
@@ -129,6 +130,9 @@ func TestFaultSuite(t *testing.T) {
 		brokerOutage(),
 		restart("postgres"),
 		restart("mariadb"),
+		crash("auditlogger"),
+		stall("auditlogger", 10*time.Second),
+		stall("activemq", 10*time.Second),
 	}
 	// Every fault gets its own app, created while the stack is whole.
 	apps := make([]e2etest.App, len(faults))
@@ -339,6 +343,10 @@ func runFault(t *testing.T, env e2etest.Env, cfg settings, f fault, app e2etest.
 		}
 	}
 
+	// One outcome per request: whatever was not a 202 kept nothing, unless
+	// its outcome was unknown, and then all of it or nothing.
+	r.oneOutcome = checkOneOutcome(t, ctx, pool, audit, app.ID, since, outs, 60*time.Second)
+
 	// Rollups equal count(*) once the aggregator has folded every fact.
 	mismatch, err := rollupsExact(ctx, env.EventsURL, 120*time.Second)
 	switch {
@@ -427,8 +435,8 @@ func report(t *testing.T, cfg settings, rows []row) {
 	}
 	fmt.Fprintf(&b, "Fault suite (%s): %d req/s for at least %s per fault, fault after %s; %s, %d CPUs, %s/%s\n\n",
 		mode, cfg.rate, cfg.load, cfg.faultAt, time.Now().UTC().Format(time.RFC3339), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
-	b.WriteString("| fault | requests sent | 202s | stored | duplicates | audit rows | stored, not 202 | audited, not 202 | rollups exact | 503 while broker down | first 202 after (s) | all ready after (s) | drained after load (s) |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n")
+	b.WriteString("| fault | requests sent | 202s | stored | duplicates | audit rows | stored, not 202 | audited, not 202 | unknown outcome (kept) | one-outcome violations | rollups exact | 503 while broker down | first 202 after (s) | all ready after (s) | drained after load (s) |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|\n")
 	for _, r := range rows {
 		bd := r.brokerDown503
 		if bd == "" {
@@ -438,8 +446,8 @@ func report(t *testing.T, cfg settings, rows []row) {
 		if r.first202 < 0 {
 			first = "none"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %s | %s | %s | %.1f | %.1f |\n",
-			r.fault, r.sent, r.accepted, r.stored, r.duplicates, r.audit, r.extraStored, r.extraAudit, r.rollupsExact, bd, first, r.allReady, r.drain)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d (%d) | %d | %s | %s | %s | %.1f | %.1f |\n",
+			r.fault, r.sent, r.accepted, r.stored, r.duplicates, r.audit, r.extraStored, r.extraAudit, r.unknown, r.unknownKept, r.violations, r.rollupsExact, bd, first, r.allReady, r.drain)
 	}
 	t.Log("\n" + b.String())
 	if p := os.Getenv("CHAOS_REPORT"); p != "" {

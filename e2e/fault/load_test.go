@@ -22,6 +22,7 @@ type outcome struct {
 	sent, answered time.Time
 	status         int    // 0: no answer (transport error)
 	err            string // the transport error
+	code           string // the error code of a JSON error answer
 	rid            string
 	eventIDs       []string // as sent
 	ids            []string // as answered with 202
@@ -107,6 +108,9 @@ func (s *sender) send(ctx context.Context) outcome {
 		o.err = err.Error()
 		s.rec.add(o)
 		return o
+	}
+	if resp.StatusCode != http.StatusAccepted {
+		o.code = errorCode(body)
 	}
 	if resp.StatusCode == http.StatusAccepted {
 		var a struct {
