@@ -153,6 +153,10 @@ type Config struct {
 
 	// MaxInFlight caps concurrent ingest requests; beyond it 503.
 	MaxInFlight int `env:"COLLECTOR_MAX_IN_FLIGHT" envDefault:"4096"`
+	// MaxBodyBytesInFlight caps the decompressed body bytes held by the
+	// requests in flight; beyond it 503. 0 sizes it from GOMEMLIMIT
+	// (httpapi.DefaultMaxBodyBytes).
+	MaxBodyBytesInFlight int64 `env:"COLLECTOR_MAX_BODY_BYTES_IN_FLIGHT" envDefault:"0"`
 	// RateLimit is requests per second per app; 0 turns it off.
 	RateLimit float64 `env:"COLLECTOR_RATE_LIMIT" envDefault:"0"`
 	RateBurst int     `env:"COLLECTOR_RATE_BURST" envDefault:"200"`
@@ -185,6 +189,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxInFlight <= 0:
 		return errors.New("COLLECTOR_MAX_IN_FLIGHT must be positive")
+	case c.MaxBodyBytesInFlight != 0 && c.MaxBodyBytesInFlight < MaxRequestBytes:
+		return fmt.Errorf("COLLECTOR_MAX_BODY_BYTES_IN_FLIGHT must be 0 (from GOMEMLIMIT) or at least %d (one full request)", MaxRequestBytes)
 	case c.RateLimit < 0:
 		return errors.New("COLLECTOR_RATE_LIMIT must not be negative")
 	case c.RateLimit > 0 && c.RateBurst <= 0:

@@ -123,19 +123,20 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 	}
 
 	h := httpapi.New(httpapi.Deps{
-		Auth:        tokenAuth{tokens},
-		Enricher:    collector.NewEnricher(locator, trusted),
-		Events:      events,
-		Audit:       audit,
-		Registry:    reg,
-		Metrics:     metrics,
-		Checks:      checks,
-		Log:         log,
-		MaxInFlight: cfg.MaxInFlight,
-		RateLimit:   cfg.RateLimit,
-		RateBurst:   cfg.RateBurst,
-		CORSOrigins: cfg.CORSOrigins,
-		RetryAfter:  cfg.RetryAfter,
+		Auth:         tokenAuth{tokens},
+		Enricher:     collector.NewEnricher(locator, trusted),
+		Events:       events,
+		Audit:        audit,
+		Registry:     reg,
+		Metrics:      metrics,
+		Checks:       checks,
+		Log:          log,
+		MaxInFlight:  cfg.MaxInFlight,
+		MaxBodyBytes: cfg.MaxBodyBytesInFlight,
+		RateLimit:    cfg.RateLimit,
+		RateBurst:    cfg.RateBurst,
+		CORSOrigins:  cfg.CORSOrigins,
+		RetryAfter:   cfg.RetryAfter,
 	})
 	h = withClientAddr(h, trusted)
 	return httpserver.Run(ctx, cfg.HTTP, ":8080", h, log, onListen)
