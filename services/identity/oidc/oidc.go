@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +27,6 @@ import (
 	"golang.org/x/oauth2"
 
 	"threatview/identity"
-	"threatview/platform/authz"
 )
 
 // Config is the identity provider's client registration and the claim
@@ -43,32 +41,8 @@ type Config struct {
 	GroupsClaim string
 	// UsernameClaim names the claim used as username (lower-cased).
 	UsernameClaim string
-	// RoleMap maps a group to the roles it grants.
+	// RoleMap maps a group to the roles it grants (identity.ParseRoleMap).
 	RoleMap map[string][]string
-}
-
-// ParseRoleMap reads "group=role,group=role" (a group may appear more than
-// once). The error names the bad entry.
-func ParseRoleMap(s string) (map[string][]string, error) {
-	m := map[string][]string{}
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		i := strings.LastIndex(e, "=")
-		if i <= 0 {
-			return nil, fmt.Errorf("entry %q is not group=role", e)
-		}
-		group, role := strings.TrimSpace(e[:i]), strings.TrimSpace(e[i+1:])
-		if !authz.ValidRole(role) {
-			return nil, fmt.Errorf("entry %q: unknown role %q (want admin, analyst or auditor)", e, role)
-		}
-		if !slices.Contains(m[group], role) {
-			m[group] = append(m[group], role)
-		}
-	}
-	return m, nil
 }
 
 // StateStore keeps pending sign-ins (identity.Store implements it).

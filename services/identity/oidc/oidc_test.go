@@ -162,7 +162,7 @@ func TestSignIn(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	audit := auditlog.New(testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"), testenv.MustEnv(t, "INTERNAL_KEY"), 5*time.Second, nil)
 	svc := identity.NewService(store, hasher, keys, audit, identity.Options{}, log)
-	roleMap, err := oidc.ParseRoleMap("tv-admins=admin, tv-analysts=analyst, tv-auditors=auditor")
+	roleMap, err := identity.ParseRoleMap("tv-admins=admin, tv-analysts=analyst, tv-auditors=auditor")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ var version = "dev"
 const defaultAddr = ":8085"
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg Config
+	var cfg identity.Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}
@@ -68,10 +68,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Info("first admin", "username", cfg.BootstrapUser, "created", created)
 	}
 
-	trusted, _ := prefixes(cfg.TrustedProxies) // checked by Validate
-	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: trusted, SecureCookies: cfg.SecureCookies}
+	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), SecureCookies: cfg.SecureCookies}
 	if cfg.OIDCIssuer != "" {
-		roleMap, _ := oidc.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
+		roleMap, _ := identity.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
 		opts.OIDC = oidc.New(oidc.Config{
 			Issuer: cfg.OIDCIssuer, ClientID: cfg.OIDCClientID, ClientSecret: cfg.OIDCClientSecret,
 			RedirectURL: cfg.OIDCRedirectURL, Scopes: cfg.OIDCScopes,

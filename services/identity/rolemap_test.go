@@ -1,14 +1,14 @@
-package oidc_test
+package identity_test
 
 import (
 	"reflect"
 	"testing"
 
-	"threatview/identity/oidc"
+	"threatview/identity"
 )
 
 func TestParseRoleMap(t *testing.T) {
-	got, err := oidc.ParseRoleMap(" ops=admin, sec=auditor,sec=analyst ,sec=auditor,,cn=ops=analyst")
+	got, err := identity.ParseRoleMap(" ops=admin, sec=auditor,sec=analyst ,sec=auditor,,cn=ops=analyst")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -18,7 +18,7 @@ func TestParseRoleMap(t *testing.T) {
 		t.Fatalf("ParseRoleMap = %v, want %v", got, want)
 	}
 	for _, bad := range []string{"ops", "=admin", "ops=root"} {
-		if _, err := oidc.ParseRoleMap(bad); err == nil {
+		if _, err := identity.ParseRoleMap(bad); err == nil {
 			t.Errorf("ParseRoleMap(%q) = nil error", bad)
 		}
 	}
