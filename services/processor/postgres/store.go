@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -40,6 +41,7 @@ import (
 // makes a batch fail and be retried, never miscount).
 type Store struct {
 	pool *pgxpool.Pool
+	held atomic.Uint64 // events held in events.late_events (late.go)
 }
 
 // batchTable is the session's temporary table COPY fills; ON COMMIT DELETE
@@ -151,7 +153,9 @@ SELECT (SELECT count(*) FROM queued)`
 // temporary table, then insertSQL. Events already stored (see the package
 // comment) and repeats within the batch are skipped and counted as
 // duplicates. A missing partition (received_at in a month not created yet)
-// is created and the batch retried once. Errors wrap ErrUnavailable.
+// is created and the batch retried once; events of a month that was
+// archived and dropped are held in events.late_events instead (late.go) and
+// counted as stored. Errors wrap ErrUnavailable.
 func (s *Store) WriteBatch(ctx context.Context, events []wire.Event) (processor.WriteResult, error) {
 	if len(events) == 0 {
 		return processor.WriteResult{}, nil
@@ -163,6 +167,20 @@ func (s *Store) WriteBatch(ctx context.Context, events []wire.Event) (processor.
 			return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnavailable, perr)
 		}
 		n, err = s.write(ctx, events, prevMonth(lo))
+		if isNoPartition(err) {
+			// A month archived and dropped is never re-created (late.go).
+			rest, held, dups, herr := s.holdLate(ctx, events)
+			if herr != nil {
+				return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnavailable, herr)
+			}
+			n, err = 0, nil
+			if len(rest) > 0 {
+				n, err = s.write(ctx, rest, prevMonth(lo))
+			}
+			if err == nil {
+				return processor.WriteResult{Stored: n + held, Duplicates: len(rest) - n + dups}, nil
+			}
+		}
 	}
 	if isPermanent(err) {
 		return processor.WriteResult{}, fmt.Errorf("write batch of %d events: %w: %w", len(events), processor.ErrUnstorable, err)

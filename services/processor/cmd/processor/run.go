@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
@@ -51,6 +52,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	reg := httpserver.NewRegistry()
 	metrics := processor.NewMetrics(reg)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "processor_events_held_late_total",
+		Help: "Events held in events.late_events: received for a month that was archived and dropped (archive them with archiver --late).",
+	}, func() float64 { return float64(store.HeldLate()) }))
 	leader := postgres.NewLeader(cfg.DatabaseURL, postgres.LockKey, cfg.LeaderPoll, log)
 	var sub atomic.Pointer[mq.Subscriber]
 	checks := map[string]httpserver.Check{
