@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,9 +60,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}, log)
 
 	if cfg.BootstrapUser != "" {
-		bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		created, err := svc.Bootstrap(bctx, cfg.BootstrapUser, cfg.BootstrapPassword)
-		cancel()
+		created, err := bootstrap(ctx, svc, cfg.BootstrapUser, cfg.BootstrapPassword)
 		if err != nil {
 			return fmt.Errorf("create the first admin (IDENTITY_BOOTSTRAP_ADMIN_USER): %w", err)
 		}
@@ -84,4 +83,22 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// bootstrap creates the first admin, waiting up to 20 s for the audit logger
+// (starting next to this service) to confirm the record.
+func bootstrap(ctx context.Context, svc *identity.Service, user, password string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		created, err := svc.Bootstrap(ctx, user, password)
+		if !errors.Is(err, identity.ErrAuditUnavailable) {
+			return created, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, err
+		case <-time.After(time.Second):
+		}
+	}
 }
