@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -164,8 +165,17 @@ func mergeMaps(a, b map[string]any) map[string]any {
 // renderValues renders the chart as `helm install` would, schema validation
 // included, and returns the error instead of failing.
 func renderValues(c *chart.Chart, vals map[string]any) (map[string]string, error) {
+	return renderWithAPIs(c, vals, monitoringAPIs...)
+}
+
+// monitoringAPIs are what a cluster with the Prometheus Operator's CRDs serves.
+var monitoringAPIs = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+
+// renderWithAPIs renders for a cluster serving Kubernetes' own APIs plus extra.
+func renderWithAPIs(c *chart.Chart, vals map[string]any, extra ...string) (map[string]string, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = kubeVersion
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), extra...)
 	rv, err := chartutil.ToRenderValues(c, vals, chartutil.ReleaseOptions{
 		Name: release, Namespace: namespace, IsInstall: true, Revision: 1,
 	}, caps)
@@ -242,7 +252,14 @@ func decodeStrict(t *testing.T, src, doc string) manifest {
 	case "networking.k8s.io/v1/Ingress":
 		obj = &networkingv1.Ingress{}
 	case "monitoring.coreos.com/v1/ServiceMonitor":
-		obj = decodeServiceMonitor(t, src, doc)
+		decodeServiceMonitor(t, src, doc)
+		obj = &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		obj = &monitoringv1.PrometheusRule{}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		obj = &networkingv1.NetworkPolicy{}
+	case "v1/Pod":
+		obj = &corev1.Pod{}
 	default:
 		t.Fatalf("%s: unexpected object %s %s", src, meta.APIVersion, meta.Kind)
 	}

@@ -15,12 +15,12 @@ import (
 	"threatview/platform/mq"
 )
 
-// cmdConfigs are the services whose Config type lives in their command's
-// package main, which a test cannot import: their variables are read from
-// the source of config.go instead (env tags, plus the shared platform structs
-// the Config embeds as fields).
+// cmdConfigs are the services whose Config type this module does not import
+// (a command's package main cannot be imported): their variables are read
+// from the source of the directory holding `type Config struct` instead (env
+// tags, plus the shared platform structs the Config holds as fields).
 var cmdConfigs = map[string]string{
-	"identity":        "../services/identity/cmd/identity",
+	"identity":        "../services/identity",
 	"visual-renderer": "../services/visualrenderer/cmd/visualrenderer",
 	"admin-interface": "../services/admininterface/cmd/admininterface",
 }

@@ -214,3 +214,17 @@ affinity:
 {{- $ctx := index . 0 }}
 {{- printf "%s\n%s" (include "threatview.env.runtime" $ctx) (include (printf "threatview.secretEnv.%s" (index . 1)) $ctx) | fromYamlArray | toYaml }}
 {{- end }}
+
+{{/* Labels of one alert: (list $ "critical"). */}}
+{{- define "threatview.alertLabels" -}}
+{{- $ctx := index . 0 }}
+severity: {{ index . 1 }}
+{{- with $ctx.Values.prometheusRule.alertLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Runbook URL of one alert: (list $ "ThreatViewTargetDown") -> BASE#threatviewtargetdown. */}}
+{{- define "threatview.runbook" -}}
+{{- printf "%s#%s" (index . 0).Values.prometheusRule.runbookBaseUrl (lower (index . 1)) }}
+{{- end }}
