@@ -6,13 +6,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"threatview/identity/mariadb"
 	"threatview/migrations"
 	"threatview/platform/testenv"
+	"threatview/platform/wire"
 )
 
 // listenAddr finds the address in the "http server listening" log line.
@@ -121,6 +125,53 @@ func TestRun(t *testing.T) {
 				t.Fatalf("log shows a secret (%.6s…):\n%s", secret, out)
 			}
 		}
+	}
+}
+
+// TestRun_BootstrapWaitsForAudit starts the service while the audit logger
+// still refuses records: the first admin is created once it accepts them.
+func TestRun_BootstrapWaitsForAudit(t *testing.T) {
+	dsn := testenv.MustMariaDB(t)
+	db, err := mariadb.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := migrations.Up(context.Background(), db, migrations.Identity); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	var actions sync.Map
+	audit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		var b wire.AuditBatch
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		for _, rec := range b.Records {
+			actions.Store(rec.Action+" "+rec.ActorToken, true)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer audit.Close()
+	addr, _ := start(t, map[string]string{
+		"HTTP_ADDR": "127.0.0.1:0", "IDENTITY_DATABASE_DSN": dsn, "IDENTITY_SIGNING_KEYS": testSeed,
+		"INTERNAL_KEY": "run-internal", "AUDITLOGGER_SERVICE_URL": audit.URL,
+		"IDENTITY_BOOTSTRAP_ADMIN_USER": "first-admin", "IDENTITY_BOOTSTRAP_ADMIN_PASSWORD": testPassword,
+		"IDENTITY_ARGON2_MEMORY_KIB": "1024", "IDENTITY_ARGON2_TIME": "1",
+	})
+	resp, err := http.Post("http://"+addr+"/v1/login", "application/json",
+		bytes.NewReader([]byte(`{"username":"first-admin","password":"`+testPassword+`"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("login of the first admin = %d", resp.StatusCode)
+	}
+	if _, ok := actions.Load("identity.user_create identity-bootstrap"); !ok {
+		t.Fatal("no identity.user_create record with actor identity-bootstrap")
 	}
 }
 
