@@ -164,3 +164,68 @@ func follow(t *testing.T, c *tokenauth.Client, s *tokensService) {
 	})
 	time.Sleep(1100 * time.Millisecond) // the feed's grace after subscribing
 }
+
+// fakeFeed is a revocation feed whose connection the test switches.
+type fakeFeed struct {
+	up atomic.Bool
+	c  chan *mq.Delivery
+}
+
+func (f *fakeFeed) C() <-chan *mq.Delivery { return f.c }
+
+func (f *fakeFeed) Ready(context.Context) error {
+	if !f.up.Load() {
+		return errors.New("down")
+	}
+	return nil
+}
+
+// TestCheck_FeedBreakEndsStaleGrace: announcements made while the feed was
+// away are lost, so a token confirmed before a break is not served stale
+// after it; one confirmed after the feed came back is.
+func TestCheck_FeedBreakEndsStaleGrace(t *testing.T) {
+	s := startTokens(t)
+	_, before := s.create(t, "demo-app")
+	afterID, after := s.create(t, "demo-app")
+	c := newClient(t, s, tokenauth.Config{PositiveTTL: 300 * time.Millisecond, Timeout: time.Second})
+	f := &fakeFeed{c: make(chan *mq.Delivery)}
+	f.up.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Follow(ctx, f) }()
+	defer func() { cancel(); <-done }()
+	waitFeed := func(want bool) {
+		t.Helper()
+		testenv.MustPing(t, 5*time.Second, "feed state", func() error {
+			if c.FeedUp() != want {
+				return fmt.Errorf("FeedUp() = %v, want %v", !want, want)
+			}
+			return nil
+		})
+	}
+	waitFeed(true)
+	time.Sleep(1100 * time.Millisecond) // the feed's grace
+	if _, err := c.Check(context.Background(), before); err != nil {
+		t.Fatal(err)
+	}
+	// A break, then the feed is back.
+	f.up.Store(false)
+	waitFeed(false)
+	f.up.Store(true)
+	waitFeed(true)
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := c.Check(context.Background(), after); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	time.Sleep(400 * time.Millisecond) // both entries past PositiveTTL
+	if _, err := c.Check(context.Background(), before); !errors.Is(err, tokenauth.ErrUnavailable) {
+		t.Errorf("Check(confirmed before the break) = %v, want ErrUnavailable", err)
+	}
+	if got, err := c.Check(context.Background(), after); err != nil || got.TokenID != afterID {
+		t.Errorf("Check(confirmed after the break) = %+v, %v, want served stale", got, err)
+	}
+	if st := c.Stats(); st.FeedBreaks != 1 {
+		t.Errorf("FeedBreaks = %d, want 1", st.FeedBreaks)
+	}
+}
