@@ -6,8 +6,9 @@
 // Start stores the sign-in's state (only its SHA-256), PKCE verifier and
 // nonce in the identity database, so any replica can finish it; Finish takes
 // them back (once), exchanges the code with the verifier, verifies the ID
-// token (signature, issuer, audience, expiry, nonce) and maps the groups
-// claim to Threat View roles.
+// token (signature, issuer, audience, expiry, nonce), completes its claims
+// from the userinfo endpoint when it lacks the username or groups, and maps
+// the groups claim to Threat View roles.
 package oidc
 
 import (
@@ -66,6 +67,7 @@ type Client struct {
 	mu       sync.Mutex
 	oauth    *oauth2.Config
 	verifier *gooidc.IDTokenVerifier
+	provider *gooidc.Provider
 }
 
 // New returns a Client. hc may be nil.
@@ -107,6 +109,7 @@ func (c *Client) discover(ctx context.Context) (*oauth2.Config, *gooidc.IDTokenV
 	// The verifier fetches the provider's keys with the client of the
 	// context it was made with; keep ours in a context that outlives ctx.
 	c.verifier = p.VerifierContext(c.ctx(context.Background()), &gooidc.Config{ClientID: c.cfg.ClientID})
+	c.provider = p
 	return c.oauth, c.verifier, nil
 }
 
@@ -161,11 +164,43 @@ func (c *Client) Finish(ctx context.Context, state, code string) (string, []stri
 	if err := idt.Claims(&claims); err != nil {
 		return "", nil, fmt.Errorf("%w: ID token claims: %v", identity.ErrBadCredentials, err)
 	}
+	if claims[c.cfg.GroupsClaim] == nil || claims[c.cfg.UsernameClaim] == nil {
+		c.addUserInfo(ctx, tok, idt.Subject, claims)
+	}
 	username, _ := claims[c.cfg.UsernameClaim].(string)
 	if username == "" {
 		return "", nil, fmt.Errorf("%w: the ID token has no %s claim", identity.ErrForbidden, c.cfg.UsernameClaim)
 	}
 	return username, c.roles(claims[c.cfg.GroupsClaim]), nil
+}
+
+// addUserInfo adds the claims of the provider's userinfo endpoint that the ID
+// token lacks (many providers leave groups or the username out of the ID
+// token unless told otherwise). The ID token's claims win, and the userinfo
+// must be about the same subject (OpenID Connect Core 5.3.2).
+func (c *Client) addUserInfo(ctx context.Context, tok *oauth2.Token, subject string, claims map[string]any) {
+	c.mu.Lock()
+	p := c.provider
+	c.mu.Unlock()
+	ui, err := p.UserInfo(c.ctx(ctx), oauth2.StaticTokenSource(tok))
+	if err != nil {
+		c.log.Warn("oidc userinfo failed", "err", err)
+		return
+	}
+	if ui.Subject != subject {
+		c.log.Warn("oidc userinfo is about another subject; ignored")
+		return
+	}
+	var extra map[string]any
+	if err := ui.Claims(&extra); err != nil {
+		c.log.Warn("oidc userinfo claims unreadable", "err", err)
+		return
+	}
+	for k, v := range extra {
+		if _, ok := claims[k]; !ok {
+			claims[k] = v
+		}
+	}
 }
 
 // roles maps a groups claim (a list of strings, or one string) to roles.

@@ -84,10 +84,19 @@ func (s groupsStorage) SetUserinfoFromRequest(ctx context.Context, info *zoidc.U
 	return nil
 }
 
+// SetUserinfoFromToken serves the groups at the userinfo endpoint too.
+func (s groupsStorage) SetUserinfoFromToken(ctx context.Context, info *zoidc.UserInfo, tokenID, subject, origin string) error {
+	if err := s.Storage.SetUserinfoFromToken(ctx, info, tokenID, subject, origin); err != nil {
+		return err
+	}
+	info.AppendClaims("groups", people[subject].groups)
+	return nil
+}
+
 func (s groupsStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
 	c, err := s.Storage.GetClientByClientID(ctx, id)
-	if err != nil {
-		return nil, err
+	if err != nil || id != "threatview" {
+		return c, err
 	}
 	return assertingClient{c}, nil
 }
@@ -109,6 +118,9 @@ func provider(t *testing.T, redirectURL string, who *string) string {
 	issuer := "http://" + ln.Addr().String()
 	st := storage.NewStorageWithClients(userStore{}, map[string]*storage.Client{
 		"threatview": storage.WebClient("threatview", "client-secret", redirectURL),
+		// A client whose ID tokens carry no profile or groups: those come
+		// from the userinfo endpoint.
+		"threatview-plain": storage.WebClient("threatview-plain", "plain-secret", redirectURL),
 	})
 	gs := groupsStorage{st}
 	p, err := op.NewProvider(&op.Config{CryptoKey: sha256.Sum256([]byte("test")), CodeMethodS256: true, SupportedUILocales: []language.Tag{language.English}},
@@ -240,6 +252,35 @@ func TestSignIn(t *testing.T) {
 			if resp.StatusCode != 200 || !strings.Contains(string(me), `"source":"oidc"`) {
 				t.Fatalf("GET /v1/me = %d %s", resp.StatusCode, me)
 			}
+		}
+	})
+	t.Run("GroupsFromUserinfo", func(t *testing.T) {
+		plain := oidc.New(oidc.Config{Issuer: issuer, ClientID: "threatview-plain", ClientSecret: "plain-secret",
+			RedirectURL: base + "/v1/oidc/callback", RoleMap: roleMap}, store, nil, log)
+		authURL, state, err := plain.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		who = "olga"
+		c, _ := browser()
+		c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+			if req.URL.Path == "/v1/oidc/callback" {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		}
+		resp, err := c.Get(authURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cb, err := url.Parse(resp.Header.Get("Location"))
+		if err != nil || cb.Query().Get("state") != state || cb.Query().Get("code") == "" {
+			t.Fatalf("redirect to %q, want the callback with the state and a code", resp.Header.Get("Location"))
+		}
+		username, roles, err := plain.Finish(context.Background(), state, cb.Query().Get("code"))
+		if err != nil || username != "olga" || !slices.Equal(roles, []string{"analyst", "auditor"}) {
+			t.Fatalf("Finish = %q %v %v, want olga [analyst auditor]", username, roles, err)
 		}
 	})
 	t.Run("NoRole", func(t *testing.T) {
