@@ -73,7 +73,7 @@ func New(svc *tokens.Service, keys Keys, reg *prometheus.Registry, checks map[st
 		}, []string{"result"}),
 		changes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tokens_changes_total",
-			Help: "Token creations and revocations by action and result (ok, audit_unavailable, error).",
+			Help: "Token creations and revocations by action and result (ok, audit_unavailable, not_announced, error).",
 		}, []string{"action", "result"}),
 	}
 	reg.MustRegister(h.introspections, h.changes)
