@@ -11,7 +11,8 @@
 //
 // Answers: 401 with the JSON error when the credential is missing, unknown,
 // tampered with or expired; 403 when it is valid but lacks every required
-// role. Role admin passes every check.
+// role; 503 with Retry-After when the public keys were never fetched (the
+// identity service unreachable since start). Role admin passes every check.
 //
 // Access tokens are not looked up at the identity service, so a disabled
 // person's token keeps working until it expires: the identity service caps
@@ -207,21 +208,28 @@ func (a *Authenticator) Authenticate(r *http.Request) (Caller, error) {
 }
 
 // Require returns middleware that lets a request through only when its
-// caller holds one of roles (RoleAdmin always passes), with the caller in the
-// request context.
+// caller holds one of roles (RoleAdmin always passes; no roles at all means
+// any authenticated caller), with the caller in the request context.
 func (a *Authenticator) Require(roles ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			c, err := a.Authenticate(r)
-			if err != nil {
-				if errors.Is(err, ErrKeysUnavailable) && a.log != nil {
+			if errors.Is(err, ErrKeysUnavailable) {
+				// The token may well be good: say so rather than 401, which
+				// would send the person back to sign in.
+				if a.log != nil {
 					a.log.Warn("access token not verified", "err", err)
 				}
+				w.Header().Set("Retry-After", "5")
+				httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "access tokens cannot be verified right now; retry later", nil)
+				return
+			}
+			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="threatview"`)
 				httpserver.WriteError(w, http.StatusUnauthorized, "unauthorized", "missing or invalid credentials", nil)
 				return
 			}
-			if !c.HasAny(roles...) {
+			if len(roles) > 0 && !c.HasAny(roles...) {
 				httpserver.WriteError(w, http.StatusForbidden, "forbidden",
 					"this action needs role "+strings.Join(roles, " or "), map[string]any{"roles": roles})
 				return

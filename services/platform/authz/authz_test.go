@@ -145,3 +145,23 @@ func TestJWKS_RefetchLimited(t *testing.T) {
 		t.Fatalf("fetches = %d after 20 unknown kids, want 1", n)
 	}
 }
+
+func TestRequire_KeysUnavailable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close() // nobody listens
+	auth := authz.New(authz.NewVerifier(authz.NewJWKS(srv.URL, time.Minute, nil)), "k", nil)
+	h := auth.Require(authz.RoleAnalyst)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("Authorization", "Bearer "+mustSign(t, mustKey(t), "ann", []string{"analyst"}, time.Now(), time.Minute))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("with the identity service away: %d (Retry-After %q), want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	req.Header.Set("Authorization", "Bearer k")
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("admin key with the identity service away: %d, want 200", rec.Code)
+	}
+}
