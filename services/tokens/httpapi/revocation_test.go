@@ -75,7 +75,7 @@ func TestAPI_RevokeBrokerDown(t *testing.T) {
 	status, raw := e.do(t, http.MethodDelete, "/v1/tokens/"+c.ID, adminKey, "")
 	var body struct {
 		Error struct {
-			Code    string         `json:"code"`
+			Code string `json:"code"`
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &body)
