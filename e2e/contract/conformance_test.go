@@ -1,0 +1,299 @@
+package contract
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"threatview/api"
+	"threatview/e2e/internal/e2etest"
+)
+
+// caller sends requests to one running service through a validating
+// transport.
+type caller struct {
+	t    *testing.T
+	spec *spec
+	base string
+}
+
+func newCaller(t *testing.T, name, base string) *caller {
+	return &caller{t: t, spec: specFor(t, name), base: base}
+}
+
+// call sends a request. valid says whether the document allows it (true:
+// a request the document refuses is an error; false: the document must
+// refuse it too, so the spec is as strict as the service). Every answer is
+// validated. It returns the status and body.
+func (c *caller) call(valid bool, method, path, bearer string, body []byte, header map[string]string) (int, []byte) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if !valid && c.spec.operation(method, req.URL.Path) != "" {
+		if errs := c.spec.checkRequest(req, body); errs == nil {
+			c.t.Errorf("%s: the document allows %s %s %.100s, which the test sends as bad input", c.spec.name, method, path, body)
+		}
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &transport{t: c.t, spec: c.spec, wantValid: valid}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// want checks a status.
+func (c *caller) want(what string, status, want int, body []byte) {
+	c.t.Helper()
+	if status != want {
+		c.t.Errorf("%s: %s answered %d, want %d (%.300s)", c.spec.name, what, status, want, body)
+	}
+}
+
+func gz(t *testing.T, b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// ops checks the operational endpoints and that the service serves the
+// document in api/ byte for byte.
+func (c *caller) ops() {
+	c.t.Helper()
+	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
+		st, b := c.call(true, http.MethodGet, p, "", nil, nil)
+		c.want("GET "+p, st, 200, b)
+	}
+	st, b := c.call(true, http.MethodGet, "/openapi.json", "", nil, nil)
+	c.want("GET /openapi.json", st, 200, b)
+	if !bytes.Equal(b, api.Documents()[c.spec.name]) {
+		c.t.Errorf("%s serves an /openapi.json other than api/%s.openapi.json (restart it after changing the document)", c.spec.name, c.spec.name)
+	}
+	st, b = c.call(false, http.MethodGet, "/no/such/route", "", nil, nil)
+	c.want("GET /no/such/route", st, 404, b)
+}
+
+func TestConformance_Collector(t *testing.T) {
+	env := e2etest.MustEnv(t)
+	app := e2etest.NewApp(t, env, "contract")
+	c := newCaller(t, "collector", env.CollectorURL)
+	c.ops()
+	ev := func() map[string]any {
+		var m map[string]any
+		_ = json.Unmarshal(e2etest.GoodEvent(app.ID, e2etest.UUID()), &m)
+		m["occurred_at"] = time.Now().UTC().Format(time.RFC3339Nano)
+		m["threats"] = []any{"root", map[string]any{"type": "hook", "name": "frida"}}
+		return m
+	}
+	js := func(v any) []byte { b, _ := json.Marshal(v); return b }
+
+	st, b := c.call(true, "POST", "/v1/events", app.Token, js(ev()), nil)
+	c.want("one event", st, 202, b)
+	batch := js(map[string]any{"events": []any{ev(), ev(), ev()}})
+	st, b = c.call(true, "POST", "/v1/events", app.Token, gz(t, batch), map[string]string{"Content-Encoding": "gzip", "X-Request-ID": "contract-test-1"})
+	c.want("a gzipped batch", st, 202, b)
+
+	// Bad input: the service refuses it, and so does the document.
+	unknown := ev()
+	unknown["colour"] = "red"
+	noType := ev()
+	delete(noType, "type")
+	badID := ev()
+	badID["event_id"] = "not-a-uuid"
+	badDevice := ev()
+	badDevice["device"] = map[string]any{"model": "x", "ram": 8}
+	many := make([]any, 501)
+	for i := range many {
+		many[i] = ev()
+	}
+	for _, tc := range []struct {
+		what   string
+		status int
+		body   []byte
+		header map[string]string
+	}{
+		{"not JSON", 400, []byte(`{"type":`), nil},
+		{"an unknown field", 422, js(unknown), nil},
+		{"no type", 422, js(noType), nil},
+		{"a bad event_id", 422, js(badID), nil},
+		{"an unknown device field", 422, js(badDevice), nil},
+		{"501 events", 413, js(map[string]any{"events": many}), nil},
+		{"an empty batch", 422, js(map[string]any{"events": []any{}}), nil},
+		{"text/plain", 415, js(ev()), map[string]string{"Content-Type": "text/plain"}},
+		{"brotli", 415, js(ev()), map[string]string{"Content-Encoding": "br"}},
+	} {
+		st, b := c.call(false, "POST", "/v1/events", app.Token, tc.body, tc.header)
+		c.want(tc.what, st, tc.status, b)
+	}
+	// Refused for who sends it: the body itself is one the document allows.
+	other := ev()
+	other["app"] = map[string]any{"id": "someone-else"}
+	st, b = c.call(true, "POST", "/v1/events", app.Token, js(other), nil)
+	c.want("another app's event", st, 403, b)
+	st, b = c.call(true, "POST", "/v1/events", "tv_not-a-real-token", js(ev()), nil)
+	c.want("an unknown token", st, 401, b)
+	st, b = c.call(false, "POST", "/v1/events", "", js(ev()), nil)
+	c.want("no token", st, 401, b)
+	st, b = c.call(false, "GET", "/v1/events", app.Token, nil, nil)
+	c.want("GET /v1/events", st, 405, b)
+	t.Log(c.spec.report())
+	if u := c.spec.unexercised(); len(u) > 0 {
+		t.Errorf("operations never answered with a 2xx: %v", u)
+	}
+}
+
+func TestConformance_Tokens(t *testing.T) {
+	env := e2etest.MustEnv(t)
+	c := newCaller(t, "tokens", env.TokensURL)
+	c.ops()
+	js := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	appID := e2etest.Name("contract")
+
+	st, b := c.call(true, "POST", "/v1/tokens", env.AdminKey, js(map[string]string{"app_id": appID, "name": "contract test"}), nil)
+	c.want("create", st, 201, b)
+	var created struct {
+		ID    string `json:"id"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(b, &created); err != nil || created.ID == "" {
+		t.Fatalf("create answered %s: %v", b, err)
+	}
+	for _, tc := range []struct {
+		what   string
+		status int
+		body   []byte
+	}{
+		{"not JSON", 400, []byte(`{"app_id":`)},
+		{"an unknown field", 422, js(map[string]string{"app_id": appID, "colour": "red"})},
+		{"a bad app_id", 422, js(map[string]string{"app_id": "no spaces please"})},
+		{"a body over 16 KiB", 413, js(map[string]string{"app_id": appID, "name": strings.Repeat("x", 17<<10)})},
+	} {
+		st, b := c.call(false, "POST", "/v1/tokens", env.AdminKey, tc.body, nil)
+		c.want("create with "+tc.what, st, tc.status, b)
+	}
+	st, b = c.call(false, "POST", "/v1/tokens", "", js(map[string]string{"app_id": appID}), nil)
+	c.want("create without a key", st, 401, b)
+	st, b = c.call(true, "POST", "/v1/tokens", "wrong-key", js(map[string]string{"app_id": appID}), nil)
+	c.want("create with a wrong key", st, 401, b)
+
+	st, b = c.call(true, "GET", "/v1/tokens?app_id="+appID+"&limit=5", env.AdminKey, nil, nil)
+	c.want("list", st, 200, b)
+	if !strings.Contains(string(b), created.ID) {
+		t.Errorf("list for %s lacks the new token: %s", appID, b)
+	}
+	st, b = c.call(false, "GET", "/v1/tokens?limit=0", env.AdminKey, nil, nil)
+	c.want("list with limit=0", st, 400, b)
+	st, b = c.call(true, "GET", "/v1/tokens/"+created.ID, env.AdminKey, nil, nil)
+	c.want("get", st, 200, b)
+	st, b = c.call(true, "GET", "/v1/tokens/not-a-uuid", env.AdminKey, nil, nil)
+	c.want("get a malformed id", st, 400, b)
+	st, b = c.call(true, "GET", "/v1/tokens/"+e2etest.UUID(), env.AdminKey, nil, nil)
+	c.want("get an unknown id", st, 404, b)
+
+	st, b = c.call(true, "POST", "/v1/introspect", env.InternalKey, js(map[string]string{"token": created.Token}), nil)
+	c.want("introspect", st, 200, b)
+	if !strings.Contains(string(b), `"active":true`) {
+		t.Errorf("introspect of a new token: %s", b)
+	}
+	st, b = c.call(true, "POST", "/v1/introspect", env.AdminKey, js(map[string]string{"token": created.Token}), nil)
+	c.want("introspect with the admin key", st, 401, b)
+	st, b = c.call(false, "POST", "/v1/introspect", env.InternalKey, js(map[string]string{"token": "x", "extra": "y"}), nil)
+	c.want("introspect with an unknown field", st, 422, b)
+
+	st, b = c.call(true, "DELETE", "/v1/tokens/"+created.ID, env.AdminKey, nil, nil)
+	c.want("revoke", st, 204, b)
+	st, b = c.call(true, "DELETE", "/v1/tokens/"+e2etest.UUID(), env.AdminKey, nil, nil)
+	c.want("revoke an unknown id", st, 404, b)
+	st, b = c.call(true, "POST", "/v1/introspect", env.InternalKey, js(map[string]string{"token": created.Token}), nil)
+	c.want("introspect a revoked token", st, 200, b)
+	if !strings.Contains(string(b), `"active":false`) {
+		t.Errorf("introspect of a revoked token: %s", b)
+	}
+	t.Log(c.spec.report())
+	if u := c.spec.unexercised(); len(u) > 0 {
+		t.Errorf("operations never answered with a 2xx: %v", u)
+	}
+}
+
+func TestConformance_AuditLogger(t *testing.T) {
+	env := e2etest.MustEnv(t)
+	c := newCaller(t, "auditlogger", env.AuditURL)
+	c.ops()
+	js := func(v any) []byte { b, _ := json.Marshal(v); return b }
+	actor := e2etest.Name("contract")
+	rec := func() map[string]any {
+		return map[string]any{"id": e2etest.UUID(), "time": time.Now().UTC().Format(time.RFC3339Nano),
+			"actor_app_id": actor, "action": "contract.test", "resource": "/v1/contract", "outcome": 202,
+			"client_ip": "127.0.0.1", "event_count": 1}
+	}
+	st, b := c.call(true, "POST", "/v1/audit", env.InternalKey, js(rec()), nil)
+	c.want("one record", st, 202, b)
+	st, b = c.call(true, "POST", "/v1/audit", env.InternalKey, js(map[string]any{"v": 1, "records": []any{rec(), rec()}}), nil)
+	c.want("a batch", st, 202, b)
+	badID := rec()
+	badID["id"] = "nope"
+	st, b = c.call(false, "POST", "/v1/audit", env.InternalKey, js(badID), nil)
+	c.want("a bad id", st, 422, b)
+	st, b = c.call(false, "POST", "/v1/audit", env.InternalKey, []byte(`[`), nil)
+	c.want("not JSON", st, 400, b)
+	st, b = c.call(false, "POST", "/v1/audit", env.InternalKey, js(rec()), map[string]string{"Content-Type": "text/plain"})
+	c.want("text/plain", st, 415, b)
+	st, b = c.call(true, "POST", "/v1/audit", env.AdminKey, js(rec()), nil)
+	c.want("post with the admin key", st, 401, b)
+
+	// The records are written by the audit worker: wait for them.
+	var page []byte
+	err := e2etest.WaitFor(30*time.Second, func() (bool, error) {
+		st, b := c.call(true, "GET", "/v1/audit?app_id="+actor+"&action=contract.test&limit=2", env.AdminKey, nil, nil)
+		page = b
+		return st == 200 && strings.Contains(string(b), `"next_cursor"`), fmt.Errorf("status %d %.200s", st, b)
+	})
+	if err != nil {
+		t.Fatalf("query: 3 records of %s never paged by 2: %v", actor, err)
+	}
+	var p struct {
+		Next string `json:"next_cursor"`
+	}
+	_ = json.Unmarshal(page, &p)
+	st, b = c.call(true, "GET", "/v1/audit?app_id="+actor+"&limit=2&cursor="+p.Next, env.AdminKey, nil, nil)
+	c.want("the next page", st, 200, b)
+	st, b = c.call(false, "GET", "/v1/audit?from=yesterday", env.AdminKey, nil, nil)
+	c.want("a bad from", st, 400, b)
+	st, b = c.call(false, "GET", "/v1/audit?colour=red", env.AdminKey, nil, nil)
+	c.want("an unknown parameter", st, 400, b)
+	st, b = c.call(false, "GET", "/v1/audit", "", nil, nil)
+	c.want("no key", st, 401, b)
+	t.Log(c.spec.report())
+	if u := c.spec.unexercised(); len(u) > 0 {
+		t.Errorf("operations never answered with a 2xx: %v", u)
+	}
+}
