@@ -57,6 +57,8 @@ INSERT INTO facts.events_by_country_per_hour (bucket, country, count) VALUES
 SELECT 'country:' || app_id || ':' || (bucket = date_trunc('hour', now())) || ':' || country, count FROM facts.events_by_country_per_hour
 UNION ALL SELECT 'os-day:' || app_id || ':' || os, count FROM facts.events_by_os_per_day
 UNION ALL SELECT 'threat:' || app_id || ':' || threat, count FROM facts.events_by_threat_per_hour
+UNION ALL SELECT 'all-country:' || (bucket = date_trunc('hour', now())) || ':' || country, count FROM facts.all_apps_events_by_country_per_hour
+UNION ALL SELECT 'all-threat-month:' || threat, count FROM facts.all_apps_events_by_threat_per_month
 UNION ALL SELECT 'queued', count(*) FROM facts.facts_to_process
 UNION ALL SELECT 'facts-threats:' || array_to_string(threats, ','), count(*) FROM facts.facts GROUP BY threats`)
 	if err != nil {
@@ -75,6 +77,8 @@ UNION ALL SELECT 'facts-threats:' || array_to_string(threats, ','), count(*) FRO
 		"country:a:true:DE": 2, "country:b:true:DE": 1, "country::true:DE": 5, "country::false:FR": 4,
 		"os-day:a:iOS": 2, "os-day:b:iOS": 1,
 		"threat:a:root": 1, "threat:b:root": 1, "threat:b:hooking": 1,
+		"all-country:true:DE": 8, "all-country:false:FR": 4,
+		"all-threat-month:root": 2, "all-threat-month:hooking": 1,
 		"queued":         0,
 		"facts-threats:": 1, "facts-threats:root": 1, "facts-threats:hooking,root": 1,
 	}

@@ -1,6 +1,6 @@
 // Package verify checks the stack's promises after a load: every accepted
-// event is stored exactly once, every rollup row equals a count(*) over the
-// stored events, and the audit trail holds one row per accepted request.
+// event is stored exactly once, every rollup row (per app, and over all
+// apps) equals a count(*) over the stored events, and the audit trail holds one row per accepted request.
 package verify
 
 import (
@@ -145,23 +145,41 @@ type rollupDef struct {
 	truth string // the same key computed from events.events e (and the dimension d)
 	join  string // extra join for the key
 	trunc string // bucket expression over e.occurred_at
+	app   string // the app column of the rollup ("''" for a summary over all apps)
+	appOf string // the app of an event ("''" for a summary over all apps)
 }
+
+// threatJoin lists, for an event e, each distinct threat type it reports
+// (a string, or an object's "type" string; cut to 128 characters), written
+// with jsonpath, apart from the database function the processor uses.
+const threatJoin = `CROSS JOIN LATERAL (
+	SELECT DISTINCT substr(v #>> '{}', 1, 128) AS k FROM (
+		SELECT jsonb_path_query(coalesce(e.payload, '{}'), 'lax $.threats[*] ? (@.type() == "string")') AS v
+		UNION ALL
+		SELECT jsonb_path_query(coalesce(e.payload, '{}'), 'lax $.threats[*] ? (@.type() == "object").type ? (@.type() == "string")')
+	) s WHERE v #>> '{}' <> '') th`
 
 // The bucket expressions assume the session time zone is UTC (set by
 // CheckRollups): hourly buckets are timestamptz, daily and monthly are dates.
+// Every rollup is checked per app, and its summary over all apps
+// (facts.all_apps_*) over all apps.
 var rollups = func() []rollupDef {
 	var out []rollupDef
 	for _, dim := range []struct{ name, key, truth, join string }{
 		{"country", "country", "e.country", ""},
 		{"device_model", "device_model_id", "d.id", "JOIN facts.device_models_dim d ON d.manufacturer = e.manufacturer AND d.model = e.device_model"},
 		{"os", "os", "e.os", ""},
+		{"threat", "threat", "th.k", threatJoin},
 	} {
 		for _, b := range []struct{ name, trunc string }{
 			{"hour", "date_trunc('hour', e.occurred_at)"},
 			{"day", "date_trunc('day', e.occurred_at)::date"},
 			{"month", "date_trunc('month', e.occurred_at)::date"},
 		} {
-			out = append(out, rollupDef{"facts.events_by_" + dim.name + "_per_" + b.name, dim.key, dim.truth, dim.join, b.trunc})
+			t := "events_by_" + dim.name + "_per_" + b.name
+			out = append(out,
+				rollupDef{"facts." + t, dim.key, dim.truth, dim.join, b.trunc, "app_id", "e.app_id"},
+				rollupDef{"facts.all_apps_" + t, dim.key, dim.truth, dim.join, b.trunc, "''", "''"})
 		}
 	}
 	return out
@@ -192,8 +210,9 @@ func WaitDrained(ctx context.Context, conn *pgx.Conn, wait time.Duration, logf f
 }
 
 // CheckRollups compares every rollup row with a count(*) over events.events
-// for the same bucket and key (the device model through the dimension
-// table), and checks that facts.facts and events.events hold the same
+// for the same app, bucket and key (the device model through the dimension
+// table, threat types from the payload), every summary over all apps with
+// the count over all apps, and checks that facts.facts and events.events hold the same
 // number of rows.
 func CheckRollups(ctx context.Context, conn *pgx.Conn) ([]Rollup, int64, error) {
 	if _, err := conn.Exec(ctx, `SET TIME ZONE 'UTC'`); err != nil {
@@ -204,11 +223,12 @@ func CheckRollups(ctx context.Context, conn *pgx.Conn) ([]Rollup, int64, error) 
 		r := Rollup{Table: d.table}
 		// Table and column names come from the fixed list above.
 		q := fmt.Sprintf(`
-			WITH truth AS (SELECT %[2]s AS bucket, %[3]s AS k, count(*) AS n FROM events.events e %[4]s GROUP BY 1, 2)
+			WITH truth AS (SELECT %[7]s AS a, %[2]s AS bucket, %[3]s AS k, count(*) AS n FROM events.events e %[4]s GROUP BY 1, 2, 3),
+			     r AS (SELECT %[6]s AS a, bucket, %[5]s AS k, count FROM %[1]s)
 			SELECT (SELECT count(*) FROM %[1]s),
 			       (SELECT count(*) FROM truth),
-			       (SELECT count(*) FROM truth t FULL JOIN %[1]s r ON r.bucket = t.bucket AND r.%[5]s = t.k
-			         WHERE t.n IS DISTINCT FROM r.count)`, d.table, d.trunc, d.truth, d.join, d.key)
+			       (SELECT count(*) FROM truth t FULL JOIN r ON r.a = t.a AND r.bucket = t.bucket AND r.k = t.k
+			         WHERE t.n IS DISTINCT FROM r.count)`, d.table, d.trunc, d.truth, d.join, d.key, d.app, d.appOf)
 		// sql: table and column names from the fixed rollup list above; no input.
 		if err := conn.QueryRow(ctx, q).Scan(&r.Rows, &r.Truth, &r.Mismatched); err != nil {
 			return nil, 0, fmt.Errorf("compare %s: %w", d.table, err)

@@ -51,9 +51,14 @@ func store(t *testing.T, conn *pgx.Conn, id string, occurred time.Time, country 
 	if model == 2 {
 		maker, name = "Apple", "iPhone15,2"
 	}
-	exec(t, conn, `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, country, manufacturer, device_model, os)
-		VALUES ($1, $2, $3, 'app.startup', 'demo-app', $4, $5, $6, $7)`, id, now, occurred, country, maker, name, os)
-	exec(t, conn, `INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os) VALUES ($1, $2, $3, 'demo-app', $4, $5, $6)`, id, now, occurred, country, model, os)
+	app, threats := "demo-app", `{"threats":["root",{"type":"hooking"},"root"]}`
+	if model == 2 {
+		app, threats = "other-app", `{"threats":[{"type":"emulator"}]}`
+	}
+	exec(t, conn, `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, country, manufacturer, device_model, os, payload)
+		VALUES ($1, $2, $3, 'app.startup', $8, $4, $5, $6, $7, $9)`, id, now, occurred, country, maker, name, os, app, threats)
+	exec(t, conn, `INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
+		VALUES ($1, $2, $3, $7, $4, $5, $6, facts.threat_types($8))`, id, now, occurred, country, model, os, app, threats)
 }
 
 // fold recomputes every rollup from facts, as an exact aggregator would.
@@ -63,7 +68,15 @@ func fold(t *testing.T, conn *pgx.Conn) {
 	for _, d := range rollups {
 		exec(t, conn, `DELETE FROM `+d.table)
 		bucket := strings.ReplaceAll(d.trunc, "e.", "")
-		exec(t, conn, fmt.Sprintf(`INSERT INTO %s (bucket, %s, count) SELECT %s, %s, count(*) FROM facts.facts GROUP BY 1, 2`, d.table, d.key, bucket, d.key))
+		from, key := "facts.facts", d.key
+		if d.key == "threat" {
+			from, key = "facts.facts f, unnest(f.threats) AS x(threat)", "x.threat"
+		}
+		if d.app == "app_id" {
+			exec(t, conn, fmt.Sprintf(`INSERT INTO %s (app_id, bucket, %s, count) SELECT app_id, %s, %s, count(*) FROM %s GROUP BY 1, 2, 3`, d.table, d.key, bucket, key, from))
+		} else {
+			exec(t, conn, fmt.Sprintf(`INSERT INTO %s (bucket, %s, count) SELECT %s, %s, count(*) FROM %s GROUP BY 1, 2`, d.table, d.key, bucket, key, from))
+		}
 	}
 	exec(t, conn, `DELETE FROM facts.facts_to_process`)
 }
@@ -96,7 +109,7 @@ func TestCheckEventsAndRollups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rs) != 9 || diff != 0 {
+		if len(rs) != 24 || diff != 0 {
 			t.Fatalf("CheckRollups = %d tables, diff %d", len(rs), diff)
 		}
 		for _, r := range rs {
@@ -121,7 +134,8 @@ func TestCheckEventsAndRollups(t *testing.T) {
 
 	t.Run("RollupOff", func(t *testing.T) {
 		exec(t, conn, `UPDATE facts.events_by_country_per_day SET count = count + 1 WHERE country = 'SE'`)
-		exec(t, conn, `INSERT INTO facts.events_by_os_per_hour (bucket, os, count) VALUES ('2001-01-01 00:00:00+00', 'android', 3)`)
+		exec(t, conn, `INSERT INTO facts.events_by_os_per_hour (app_id, bucket, os, count) VALUES ('demo-app', '2001-01-01 00:00:00+00', 'android', 3)`)
+		exec(t, conn, `UPDATE facts.events_by_threat_per_month SET app_id = 'other-app' WHERE app_id = 'demo-app' AND threat = 'root'`)
 		rs, _, err := CheckRollups(ctx, conn)
 		if err != nil {
 			t.Fatal(err)
@@ -130,8 +144,9 @@ func TestCheckEventsAndRollups(t *testing.T) {
 		for _, r := range rs {
 			got[r.Table] = r.Mismatched
 		}
-		if got["facts.events_by_country_per_day"] == 0 || got["facts.events_by_os_per_hour"] != 1 || got["facts.events_by_os_per_day"] != 0 {
-			t.Errorf("mismatches = %v, want country/day and one os/hour bucket", got)
+		if got["facts.events_by_country_per_day"] == 0 || got["facts.events_by_os_per_hour"] != 1 || got["facts.events_by_os_per_day"] != 0 ||
+			got["facts.events_by_threat_per_month"] == 0 || got["facts.all_apps_events_by_threat_per_month"] != 0 {
+			t.Errorf("mismatches = %v, want country/day, one os/hour bucket and the threats moved to another app", got)
 		}
 		fold(t, conn)
 	})
@@ -155,14 +170,14 @@ func TestCheckEventsAndRollups(t *testing.T) {
 		// The duplicate is counted by count(*) over events but not in the
 		// rollups: every dimension's hour bucket shows it.
 		for _, r := range rs {
-			if strings.HasSuffix(r.Table, "_per_hour") && r.Mismatched != 1 {
+			if strings.HasSuffix(r.Table, "_per_hour") && !strings.Contains(r.Table, "threat") && r.Mismatched != 1 {
 				t.Errorf("%s: %d mismatched buckets, want 1", r.Table, r.Mismatched)
 			}
 		}
 	})
 
 	t.Run("Pending", func(t *testing.T) {
-		exec(t, conn, `INSERT INTO facts.facts_to_process (occurred_at, country, device_model_id, os) VALUES (now(), 'GB', 1, 'android')`)
+		exec(t, conn, `INSERT INTO facts.facts_to_process (occurred_at, app_id, country, device_model_id, os, threats) VALUES (now(), 'demo-app', 'GB', 1, 'android', '{}')`)
 		n, err := WaitDrained(ctx, conn, 0, nil)
 		if err != nil || n != 1 {
 			t.Errorf("WaitDrained = %d, %v; want 1 pending", n, err)

@@ -1,10 +1,13 @@
 -- +goose Up
 -- Rollups by app, and threat rollups.
 --
--- Every rollup gets app_id in its primary key, (app_id, bucket, key), plus
--- an index on bucket for queries over all apps; three new rollups,
--- facts.events_by_threat_per_{hour,day,month}, count threat sightings by
--- threat type. The facts carry what the aggregator needs: facts.facts and
+-- Every rollup gets app_id in its primary key, (app_id, bucket, key); three
+-- new rollups, facts.events_by_threat_per_{hour,day,month}, count threat
+-- sightings by threat type. Each of the twelve has a summary over all apps,
+-- facts.all_apps_<rollup> (bucket, key, count), kept by the aggregator in
+-- the same transaction: a query over all apps reads one row per bucket and
+-- key instead of one per app (a month of hourly counts over 100 apps is
+-- 100 times fewer rows). The facts carry what the aggregator needs: facts.facts and
 -- the work queue get the threat types of the event (text[]); the queue and
 -- the staging table get app_id.
 --
@@ -86,9 +89,10 @@ BEGIN
         LOOP
             old := format('events_by_%s_per_%s', k.name, g.name);
             EXECUTE format('ALTER TABLE facts.%I RENAME TO %I', old, old || '_old');
+            -- Free the primary key's name for the new table.
+            EXECUTE format('ALTER TABLE facts.%I RENAME CONSTRAINT %I TO %I', old || '_old', old || '_pkey', old || '_old_pkey');
             EXECUTE format('CREATE TABLE facts.%I (app_id text NOT NULL, bucket %s NOT NULL, %I %s NOT NULL, count bigint NOT NULL, PRIMARY KEY (app_id, bucket, %I))',
                            old, g.type, k.col, k.type, k.col);
-            EXECUTE format('CREATE INDEX %I ON facts.%I (bucket)', old || '_bucket', old);
             EXECUTE format('INSERT INTO facts.%I (app_id, bucket, %I, count) SELECT app_id, %s, %I, count(*) FROM facts.facts GROUP BY 1, 2, 3',
                            old, k.col, g.expr, k.col);
             EXECUTE format($q$
@@ -102,12 +106,19 @@ BEGIN
                  WHERE o.count + coalesce(p.n, 0) - coalesce(f.n, 0) > 0$q$,
                            old, k.col, old || '_old', g.expr);
             EXECUTE format('DROP TABLE facts.%I', old || '_old');
+            EXECUTE format('CREATE TABLE facts.%I (bucket %s NOT NULL, %I %s NOT NULL, count bigint NOT NULL, PRIMARY KEY (bucket, %I))',
+                           'all_apps_' || old, g.type, k.col, k.type, k.col);
+            EXECUTE format('INSERT INTO facts.%I (bucket, %I, count) SELECT bucket, %I, sum(count) FROM facts.%I GROUP BY 1, 2',
+                           'all_apps_' || old, k.col, k.col, old);
         END LOOP;
         EXECUTE format('CREATE TABLE facts.%I (app_id text NOT NULL, bucket %s NOT NULL, threat text NOT NULL, count bigint NOT NULL, PRIMARY KEY (app_id, bucket, threat))',
                        'events_by_threat_per_' || g.name, g.type);
-        EXECUTE format('CREATE INDEX %I ON facts.%I (bucket)', 'events_by_threat_per_' || g.name || '_bucket', 'events_by_threat_per_' || g.name);
         EXECUTE format('INSERT INTO facts.%I (app_id, bucket, threat, count) SELECT f.app_id, %s, t.threat, count(*) FROM facts.facts f, unnest(f.threats) AS t(threat) GROUP BY 1, 2, 3',
                        'events_by_threat_per_' || g.name, g.expr);
+        EXECUTE format('CREATE TABLE facts.%I (bucket %s NOT NULL, threat text NOT NULL, count bigint NOT NULL, PRIMARY KEY (bucket, threat))',
+                       'all_apps_events_by_threat_per_' || g.name, g.type);
+        EXECUTE format('INSERT INTO facts.%I (bucket, threat, count) SELECT bucket, threat, sum(count) FROM facts.%I GROUP BY 1, 2',
+                       'all_apps_events_by_threat_per_' || g.name, 'events_by_threat_per_' || g.name);
     END LOOP;
 END
 $$;
@@ -119,6 +130,19 @@ $$;
 -- aggregator until facts.facts_to_process is empty), else its rows are lost.
 LOCK TABLE facts.facts, facts.facts_to_process, facts.aggregate_staging IN ACCESS EXCLUSIVE MODE;
 DROP TABLE facts.events_by_threat_per_hour, facts.events_by_threat_per_day, facts.events_by_threat_per_month;
+-- +goose StatementBegin
+DO $$
+DECLARE
+    t text;
+BEGIN
+    FOR t IN SELECT format('all_apps_events_by_%s_per_%s', k, g)
+               FROM unnest(ARRAY['country', 'device_model', 'os', 'threat']) AS k, unnest(ARRAY['hour', 'day', 'month']) AS g
+    LOOP
+        EXECUTE format('DROP TABLE facts.%I', t);
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
 -- +goose StatementBegin
 DO $$
 DECLARE

@@ -55,7 +55,9 @@ func TestStats_EndToEnd(t *testing.T) {
 	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16))
 	base := time.Date(1975+r.IntN(40), time.Month(1+r.IntN(12)), 1, 0, 0, 0, 0, time.UTC)
 	apps := [2]string{testenv.Name("vra"), testenv.Name("vrb")}
-	h := func(day, hour, min int) time.Time { return base.AddDate(0, 0, day).Add(time.Duration(hour)*time.Hour + time.Duration(min)*time.Minute) }
+	h := func(day, hour, min int) time.Time {
+		return base.AddDate(0, 0, day).Add(time.Duration(hour)*time.Hour + time.Duration(min)*time.Minute)
+	}
 	events := []sent{
 		{0, h(0, 1, 5), "DE", "", "Apple", "iPhone15,2", "iOS", `["root",{"type":"hooking","severity":"high"}]`, []string{"root", "hooking"}},
 		{0, h(0, 1, 59), "DE", "", "Apple", "iPhone15,2", "iOS", `["root","root"]`, []string{"root"}},

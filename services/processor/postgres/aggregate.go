@@ -21,7 +21,8 @@ WITH claimed AS (
 INSERT INTO facts.aggregate_staging (occurred_at, app_id, country, device_model_id, os, threats)
 SELECT occurred_at, app_id, country, device_model_id, os, threats FROM claimed`
 
-// rollupSQL adds the staged facts into the twelve rollups, per app. Buckets
+// rollupSQL adds the staged facts into the twelve rollups, per app, and
+// into their summaries over all apps (facts.all_apps_*). Buckets
 // are UTC, by the (skew-corrected) occurred_at, so a late event adds to its
 // own past bucket. A threat rollup counts one per distinct threat type of
 // an event (facts.threats holds each type once).
@@ -45,7 +46,11 @@ var rollupSQL = func() []string {
 			out = append(out, fmt.Sprintf(`INSERT INTO facts.events_by_%s_per_%s AS t (app_id, bucket, %s, count)
 SELECT app_id, %s, %s, count(*) FROM %s GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 ON CONFLICT (app_id, bucket, %s) DO UPDATE SET count = t.count + excluded.count`,
-				k.table, g.table, k.col, g.bucket, k.expr, k.from, k.col))
+				k.table, g.table, k.col, g.bucket, k.expr, k.from, k.col),
+				fmt.Sprintf(`INSERT INTO facts.all_apps_events_by_%s_per_%s AS t (bucket, %s, count)
+SELECT %s, %s, count(*) FROM %s GROUP BY 1, 2 ORDER BY 1, 2
+ON CONFLICT (bucket, %s) DO UPDATE SET count = t.count + excluded.count`,
+					k.table, g.table, k.col, g.bucket, k.expr, k.from, k.col))
 		}
 	}
 	return out

@@ -73,20 +73,22 @@ var keyColumn = map[visualrenderer.Dimension]string{
 	visualrenderer.Threat:      "threat",
 }
 
-// statsSQL sums the rollup per key and bucket in [$1, $2), for app $3 (all
-// apps when NULL), keeps the $4 keys with the largest totals (all when
-// NULL), and returns the grand total over every key on each row. %s are the
-// table and key column, from the fixed map above.
+// statsSQL sums the rollup per key and bucket in [$1, $2), keeps the $3
+// keys with the largest totals (all when NULL), and returns the grand total
+// over every key on each row. %[1]s is the table, %[2]s the key column and
+// %[3]s the app filter: "AND app_id = $4" on a per-app rollup, "" on an
+// all-apps summary (a separate statement, so neither plan is a generic one
+// that fits both). All come from the fixed maps above.
 const statsSQL = `
 WITH b AS (
 	SELECT %[2]s AS k, bucket::timestamptz AS t, sum(count)::bigint AS n
 	FROM facts.%[1]s
-	WHERE bucket >= $1 AND bucket < $2 AND ($3::text IS NULL OR app_id = $3)
+	WHERE bucket >= $1 AND bucket < $2 %[3]s
 	GROUP BY 1, 2
 ), tot AS (
 	SELECT k, sum(n)::bigint AS total FROM b GROUP BY 1
 ), top AS (
-	SELECT k, total FROM tot ORDER BY total DESC, k LIMIT $4
+	SELECT k, total FROM tot ORDER BY total DESC, k LIMIT $3
 )
 SELECT (SELECT sum(total) FROM tot)::bigint, top.k, top.total, b.t, b.n
 FROM top JOIN b USING (k)
@@ -102,15 +104,21 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 	if !ok {
 		return out, fmt.Errorf("stats: %w: dimension %q", visualrenderer.ErrInvalid, q.Dimension)
 	}
-	var app, top any
-	if q.AppID != "" {
-		app = q.AppID
-	}
+	var top any
 	if q.Top > 0 {
 		top = q.Top
 	}
-	// sql: table and column come from the fixed maps above, never from input.
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(statsSQL, table, col), q.From, q.To, app, top)
+	args := []any{q.From, q.To, top}
+	filter := ""
+	if q.AppID != "" {
+		filter = "AND app_id = $4"
+		args = append(args, q.AppID)
+	} else {
+		// Over all apps: the summary, one row per bucket and key.
+		table = "all_apps_" + table
+	}
+	// sql: table, column and filter come from the fixed maps above, never from input.
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(statsSQL, table, col, filter), args...)
 	if err != nil {
 		return out, fmt.Errorf("stats %s: %w: %w", table, visualrenderer.ErrUnavailable, err)
 	}

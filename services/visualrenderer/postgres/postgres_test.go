@@ -12,6 +12,8 @@ import (
 	"threatview/visualrenderer/postgres"
 )
 
+// mustStore returns a store on a fresh DB and a function that writes
+// rollup rows and brings the summaries over all apps up to date.
 func mustStore(t *testing.T) (*postgres.Store, func(string, ...any)) {
 	t.Helper()
 	url, pool := rtest.MustEventsDB(t)
@@ -25,6 +27,7 @@ func mustStore(t *testing.T) (*postgres.Store, func(string, ...any)) {
 		if _, err := pool.Exec(context.Background(), q, args...); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+		rtest.Summarize(t, pool)
 	}
 }
 

@@ -147,8 +147,8 @@ const threatTruth = `CROSS JOIN LATERAL (
 // rollups names each rollup with its key column and, as text, the bucket of
 // an event: written independently of the aggregator's date_trunc so the
 // check does not restate the code it checks.
-var rollups = func() []struct{ table, key, keyExpr, join, format string } {
-	var out []struct{ table, key, keyExpr, join, format string }
+var rollups = func() []struct{ table, key, keyExpr, join, format, app, truthApp string } {
+	var out []struct{ table, key, keyExpr, join, format, app, truthApp string }
 	for _, d := range []struct{ name, key, keyExpr, join string }{
 		{"country", "country", "e.country", ""},
 		{"device_model", "device_model_id", "d.id", ""},
@@ -158,15 +158,19 @@ var rollups = func() []struct{ table, key, keyExpr, join, format string } {
 		for _, g := range []struct{ name, format string }{
 			{"hour", "YYYY-MM-DD HH24"}, {"day", "YYYY-MM-DD"}, {"month", "YYYY-MM"},
 		} {
-			out = append(out, struct{ table, key, keyExpr, join, format string }{
-				"facts.events_by_" + d.name + "_per_" + g.name, d.key, d.keyExpr, d.join, g.format})
+			// Each rollup per app, and its summary over all apps.
+			out = append(out, struct{ table, key, keyExpr, join, format, app, truthApp string }{
+				"facts.events_by_" + d.name + "_per_" + g.name, d.key, d.keyExpr, d.join, g.format, "app_id", "e.app_id"},
+				struct{ table, key, keyExpr, join, format, app, truthApp string }{
+					"facts.all_apps_events_by_" + d.name + "_per_" + g.name, d.key, d.keyExpr, d.join, g.format, "''", "''"})
 		}
 	}
 	return out
 }()
 
 // AssertRollupsExact fails unless every row of every rollup equals the
-// count(*) over events.events for its app, bucket and key, with no bucket
+// count(*) over events.events for its app, bucket and key (over all apps
+// for the facts.all_apps_* summaries), with no bucket
 // missing or extra, and every rollup but the threat ones sums to wantTotal
 // (the threat rollups sum to the threat sightings of the stored events).
 func AssertRollupsExact(tb testing.TB, pool *pgxpool.Pool, wantTotal int) {
@@ -177,17 +181,17 @@ func AssertRollupsExact(tb testing.TB, pool *pgxpool.Pool, wantTotal int) {
 		// render in UTC through the session time zone set here.
 		q := fmt.Sprintf(`
 WITH want AS (
-	SELECT e.app_id AS a, to_char(e.occurred_at AT TIME ZONE 'UTC', '%[4]s') AS b, (%[3]s)::text AS k, count(*) AS n
+	SELECT %[6]s AS a, to_char(e.occurred_at AT TIME ZONE 'UTC', '%[4]s') AS b, (%[3]s)::text AS k, count(*) AS n
 	FROM events.events e LEFT JOIN facts.device_models_dim d
 	  ON d.manufacturer = e.manufacturer AND d.model = e.device_model
 	%[5]s
 	GROUP BY 1, 2, 3
 ), got AS (
-	SELECT app_id AS a, to_char(bucket::timestamp, '%[4]s') AS b, %[2]s::text AS k, count AS n FROM %[1]s
+	SELECT %[7]s AS a, to_char(bucket::timestamp, '%[4]s') AS b, %[2]s::text AS k, count AS n FROM %[1]s
 )
 SELECT count(*) FILTER (WHERE want.n IS DISTINCT FROM got.n),
        coalesce(sum(got.n), 0), count(got.n), coalesce(sum(want.n), 0)
-FROM want FULL JOIN got ON want.a = got.a AND want.b = got.b AND want.k = got.k`, r.table, r.key, r.keyExpr, r.format, r.join)
+FROM want FULL JOIN got ON want.a = got.a AND want.b = got.b AND want.k = got.k`, r.table, r.key, r.keyExpr, r.format, r.join, r.truthApp, r.app)
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			tb.Fatalf("begin: %v", err)

@@ -58,7 +58,7 @@ var (
 )
 
 // Seed makes the events of s (one row each, in a temporary table) and adds
-// them to all twelve rollups, grouped exactly as the aggregator
+// them to all twelve rollups and their summaries over all apps, grouped exactly as the aggregator
 // groups facts; it returns how many events it made.
 func Seed(tb testing.TB, pool *pgxpool.Pool, s Synthetic) int {
 	tb.Helper()
@@ -123,6 +123,13 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, s Synthetic) int {
 			if _, err := conn.Exec(ctx, q); err != nil {
 				tb.Fatalf("seed %s per %s: %v", k, g, err)
 			}
+			q = fmt.Sprintf(`INSERT INTO facts.all_apps_events_by_%s_per_%s AS t (bucket, %s, count)
+				SELECT %s, %s, count(*) FROM %s GROUP BY 1, 2
+				ON CONFLICT (bucket, %s) DO UPDATE SET count = t.count + excluded.count`, k, g, c[0], b, c[1], from, c[0])
+			// sql: test fixture; names from the fixed maps above.
+			if _, err := conn.Exec(ctx, q); err != nil {
+				tb.Fatalf("seed %s per %s over all apps: %v", k, g, err)
+			}
 		}
 	}
 	var n int
@@ -133,4 +140,20 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, s Synthetic) int {
 		tb.Fatal(err)
 	}
 	return n
+}
+
+// Summarize rebuilds every facts.all_apps_* summary from its rollup, for
+// tests that write rollup rows directly.
+func Summarize(tb testing.TB, pool *pgxpool.Pool) {
+	tb.Helper()
+	for _, k := range [][2]string{{"country", "country"}, {"device_model", "device_model_id"}, {"os", "os"}, {"threat", "threat"}} {
+		for _, g := range []string{"hour", "day", "month"} {
+			t := "events_by_" + k[0] + "_per_" + g
+			// sql: test fixture; names from the fixed lists above.
+			q := fmt.Sprintf(`TRUNCATE facts.all_apps_%[1]s; INSERT INTO facts.all_apps_%[1]s (bucket, %[2]s, count) SELECT bucket, %[2]s, sum(count) FROM facts.%[1]s GROUP BY 1, 2`, t, k[1])
+			if _, err := pool.Exec(context.Background(), q); err != nil {
+				tb.Fatalf("summarize %s: %v", t, err)
+			}
+		}
+	}
 }
