@@ -5,7 +5,7 @@ import (
 	"io"
 	"math"
 	"runtime/debug"
-	"sync/atomic"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -18,8 +18,8 @@ import (
 // expands to the 1 MiB limit. A cap on the decompressed bytes held by the
 // requests in flight keeps the collector's memory bounded whatever the
 // bodies: each request reserves its bytes as it decompresses them and holds
-// them until it is answered; a request that would go past the cap is
-// answered 503 with Retry-After.
+// them until it is answered; a request that would go past the cap, or
+// past its app's share (half the cap), is answered 503 with Retry-After.
 
 // admitChunk is the most a request reads (and reserves) at once: what it
 // may hold beyond its body when the cap refuses it.
@@ -40,43 +40,76 @@ func DefaultMaxBodyBytes() int64 {
 	return max(limit/32, 4<<20)
 }
 
-// admission is the byte budget shared by the requests in flight.
+// admission is the byte budget shared by the requests in flight. One app
+// may hold at most half of it (perApp), so that an app flooding the
+// collector with large bodies leaves the other half to the other apps.
 type admission struct {
 	limit   int64
-	used    atomic.Int64
+	perApp  int64
 	refused func() // counts a refusal (metrics); may be nil
+
+	mu   sync.Mutex
+	used int64
+	apps map[string]int64 // bytes held per app; absent when none
 }
 
 func newAdmission(limit int64, refused func()) *admission {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes()
 	}
-	return &admission{limit: limit, refused: refused}
+	perApp := max(limit/2, min(limit, 2*collector.MaxRequestBytes))
+	return &admission{limit: limit, perApp: perApp, refused: refused, apps: map[string]int64{}}
+}
+
+// inUse returns the bytes held.
+func (a *admission) inUse() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.used
 }
 
 // ticket is one request's share of the budget.
 type ticket struct {
 	a    *admission
+	app  string
 	held int64
 }
 
 // release gives back everything the request holds.
-func (t *ticket) release() {
-	if t.held > 0 {
-		t.a.used.Add(-t.held)
-		t.held = 0
+func (t *ticket) release() { t.give(t.held) }
+
+// give returns n of the bytes t holds.
+func (t *ticket) give(n int64) {
+	if n <= 0 {
+		return
 	}
+	a := t.a
+	a.mu.Lock()
+	a.used -= n
+	if left := a.apps[t.app] - n; left > 0 {
+		a.apps[t.app] = left
+	} else {
+		delete(a.apps, t.app)
+	}
+	a.mu.Unlock()
+	t.held -= n
 }
 
 // reserve takes n more bytes, or fails with ErrOverloaded.
 func (t *ticket) reserve(n int64) error {
-	if t.a.used.Add(n) > t.a.limit {
-		t.a.used.Add(-n)
-		if t.a.refused != nil {
-			t.a.refused()
+	a := t.a
+	a.mu.Lock()
+	app := a.apps[t.app]
+	if a.used+n > a.limit || app+n > a.perApp {
+		a.mu.Unlock()
+		if a.refused != nil {
+			a.refused()
 		}
-		return fmt.Errorf("%w: more than %d decompressed body bytes in flight", collector.ErrOverloaded, t.a.limit)
+		return fmt.Errorf("%w: more than %d decompressed body bytes in flight (%d for one app)", collector.ErrOverloaded, a.limit, a.perApp)
 	}
+	a.used += n
+	a.apps[t.app] = app + n
+	a.mu.Unlock()
 	t.held += n
 	return nil
 }
@@ -101,10 +134,7 @@ func (ar *admitReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := ar.r.Read(p)
-	if unused := int64(len(p) - n); unused > 0 {
-		ar.t.a.used.Add(-unused)
-		ar.t.held -= unused
-	}
+	ar.t.give(int64(len(p) - n))
 	return n, err
 }
 
@@ -114,7 +144,7 @@ func registerAdmission(reg prometheus.Registerer, a *admission) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "collector_body_bytes_in_flight",
 			Help: "Decompressed request body bytes held by requests in flight.",
-		}, func() float64 { return float64(a.used.Load()) }),
+		}, func() float64 { return float64(a.inUse()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "collector_body_bytes_in_flight_limit",
 			Help: "The cap on collector_body_bytes_in_flight; beyond it requests get 503.",

@@ -126,3 +126,85 @@ func TestAdmission_BoundsMemory(t *testing.T) {
 		t.Fatalf("peak heap %d MiB is over the memory limit of %d MiB", p>>20, memLimit>>20)
 	}
 }
+
+// appsAuth binds each token to the app of the same name.
+type appsAuth struct{}
+
+func (appsAuth) Check(_ context.Context, token string) (collector.Identity, error) {
+	return collector.Identity{TokenID: "t-" + token, AppID: token}, nil
+}
+
+// TestAdmission_AppShare checks that one app flooding the collector with
+// large bodies leaves room for another app's: an app holds at most half
+// the cap.
+func TestAdmission_AppShare(t *testing.T) {
+	gz := func(app string) []byte {
+		pad := strings.Repeat("x", 2500) // 400 events: just under 1 MiB
+		var b strings.Builder
+		b.WriteString(`{"events":[`)
+		for i := range 400 {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"type":"t","app":{"id":%q},"attributes":{"pad":"%s"}}`, app, pad)
+		}
+		b.WriteString(`]}`)
+		var z bytes.Buffer
+		zw := gzip.NewWriter(&z)
+		_, _ = zw.Write([]byte(b.String()))
+		_ = zw.Close()
+		return z.Bytes()
+	}
+	hold := make(chan struct{})
+	h := httpapi.New(httpapi.Deps{
+		Auth:     appsAuth{},
+		Enricher: collector.NewEnricher(fakeLocator{}, nil),
+		Events: publish.New(publish.Options{Prefix: publish.EventsPrefix, Suffix: publish.Suffix, Concurrency: 64, Timeout: 30 * time.Second},
+			func(ctx context.Context, _ []byte, _ int) error {
+				select { // the broker holds every message until released
+				case <-hold:
+				case <-ctx.Done():
+				}
+				return nil
+			}),
+		MaxInFlight:  4096,
+		MaxBodyBytes: 8 << 20,
+	})
+	post := func(app string, body []byte) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/events", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+app)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Encoding", "gzip")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	// The flood: requests of app "hostile" pile up behind the held broker
+	// until its share is full; the rest are refused.
+	flood := gz("hostile")
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for range 40 {
+		wg.Go(func() {
+			if post("hostile", flood) == http.StatusServiceUnavailable {
+				refused.Add(1)
+			}
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for refused.Load() < 40-4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := refused.Load(); got < 40-4 {
+		t.Fatalf("hostile app: %d of 40 refused while its requests are held, want at least 36 (its share is 4 MiB)", got)
+	}
+	// Another app still gets in while the hostile app holds its share.
+	done := make(chan int, 1)
+	go func() { done <- post("good", gz("good")) }()
+	time.Sleep(100 * time.Millisecond)
+	close(hold)
+	if code := <-done; code != http.StatusAccepted {
+		t.Fatalf("good app during the flood: status %d, want 202", code)
+	}
+	wg.Wait()
+}

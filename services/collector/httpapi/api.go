@@ -206,7 +206,7 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 
 	body := getBuf()
 	defer putBuf(body)
-	held := &ticket{a: a.admit}
+	held := &ticket{a: a.admit, app: id.AppID}
 	defer held.release()
 	if err := readBody(r, body, held); err != nil {
 		drainTooLarge(w, r, err)
