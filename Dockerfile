@@ -9,7 +9,7 @@
 #
 # NAME is a command directory's name: collector, processor, auditlogger,
 # auditworker, tokens, identity, visualrenderer, admininterface, archiver,
-# cleanup or migrate (services/*/cmd/NAME or migrations/cmd/NAME).
+# cleanup, migrate or smoketest (services/*/cmd/NAME, migrations/cmd/NAME, deploy/*/cmd/NAME).
 
 ARG GO_VERSION=1.26
 
@@ -23,7 +23,7 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN dir="$(ls -d services/*/cmd/"$NAME" migrations/cmd/"$NAME" 2>/dev/null | head -n 1)" \
+RUN dir="$(ls -d services/*/cmd/"$NAME" migrations/cmd/"$NAME" deploy/*/cmd/"$NAME" 2>/dev/null | head -n 1)" \
     && test -n "$dir" || { echo "no command directory named $NAME" >&2; exit 1; }; \
     CGO_ENABLED=0 GOOS="$TARGETOS" GOARCH="$TARGETARCH" GOFLAGS= \
     go build -trimpath -buildvcs=false \

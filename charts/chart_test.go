@@ -341,6 +341,8 @@ func podSpecs(r rendered) map[string]*corev1.PodTemplateSpec {
 			out["Job/"+m.name] = &o.Spec.Template
 		case *batchv1.CronJob:
 			out["CronJob/"+m.name] = &o.Spec.JobTemplate.Spec.Template
+		case *corev1.Pod:
+			out["Pod/"+m.name] = &corev1.PodTemplateSpec{ObjectMeta: o.ObjectMeta, Spec: o.Spec}
 		}
 	}
 	return out

@@ -23,6 +23,7 @@ var cmdConfigs = map[string]string{
 	"identity":        "../services/identity",
 	"visual-renderer": "../services/visualrenderer/cmd/visualrenderer",
 	"admin-interface": "../services/admininterface/cmd/admininterface",
+	"smoketest":       "../deploy/smoketest",
 }
 
 // platformConfigs are the shared structs a command's Config may hold, by the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Container images without a container daemon (tools/imagebuild, built on
 # github.com/google/go-containerregistry): one OCI image per command directory
-# (services/*/cmd/*, migrations/cmd/*) for linux/amd64 and linux/arm64.
+# (services/*/cmd/*, migrations/cmd/*, deploy/*/cmd/*) for linux/amd64 and linux/arm64.
 #
 #   scripts/images.sh build   write .run/images/NAME.oci.tar, NAME.spdx.json, images.txt
 #                             (PUSH=registry/prefix also pushes PREFIX/NAME:VERSION;

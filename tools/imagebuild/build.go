@@ -45,11 +45,12 @@ var excluded = map[string]string{
 	"geoipgen": "writes the test GeoIP database for tests and the local stack",
 }
 
-// Commands lists the command directories under root: services/*/cmd/* and
-// migrations/cmd/*, each holding a main package, sorted by name.
+// Commands lists the command directories under root: services/*/cmd/*,
+// migrations/cmd/* and deploy/*/cmd/* (the chart's helm test), each holding a
+// main package, sorted by name.
 func Commands(root string) ([]Command, error) {
 	var dirs []string
-	for _, pattern := range []string{"services/*/cmd/*", "migrations/cmd/*"} {
+	for _, pattern := range []string{"services/*/cmd/*", "migrations/cmd/*", "deploy/*/cmd/*"} {
 		m, err := filepath.Glob(filepath.Join(root, pattern))
 		if err != nil {
 			return nil, err

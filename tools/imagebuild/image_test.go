@@ -331,6 +331,7 @@ func TestCommandsFollowTheCmdDirectories(t *testing.T) {
 	write("services/c/cmd/notyet/doc.go", "package notyet\n")
 	write("services/c/cmd/empty/.keep", "")
 	write("migrations/cmd/migrate/main.go", "package main\n")
+	write("deploy/smoketest/cmd/smoketest/main.go", "package main\n")
 	cmds, err := Commands(root)
 	if err != nil {
 		t.Fatal(err)
@@ -339,7 +340,7 @@ func TestCommandsFollowTheCmdDirectories(t *testing.T) {
 	for _, c := range cmds {
 		got = append(got, c.Name+"="+c.Dir)
 	}
-	want := []string{"alpha=services/a/cmd/alpha", "beta=services/b/cmd/beta", "migrate=migrations/cmd/migrate"}
+	want := []string{"alpha=services/a/cmd/alpha", "beta=services/b/cmd/beta", "migrate=migrations/cmd/migrate", "smoketest=deploy/smoketest/cmd/smoketest"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("commands %q, want %q", got, want)
 	}

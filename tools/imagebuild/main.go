@@ -1,6 +1,6 @@
 // Command imagebuild builds Threat View's container images without a container
 // daemon: one multi-platform OCI image per command directory
-// (services/*/cmd/*, migrations/cmd/*), each a static Go binary on an empty
+// (services/*/cmd/*, migrations/cmd/*, deploy/*/cmd/*), each a static Go binary on an empty
 // base holding only CA certificates, time zone data and a non-root user.
 //
 //	go run ./tools/imagebuild -root . -out .run/images [-version 0.1.0] [-push registry/prefix]

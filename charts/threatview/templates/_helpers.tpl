@@ -228,3 +228,55 @@ severity: {{ index . 1 }}
 {{- define "threatview.runbook" -}}
 {{- printf "%s#%s" (index . 0).Values.prometheusRule.runbookBaseUrl (lower (index . 1)) }}
 {{- end }}
+
+{{/*
+Topology spread of a scalable service's pods: (list $ "data-collector"). One constraint
+per topology key (zones, then nodes); matchLabelKeys keeps a rollout's new ReplicaSet
+spread on its own.
+*/}}
+{{- define "threatview.topologySpread" -}}
+{{- $ctx := index . 0 }}
+{{- $ts := $ctx.Values.topologySpread }}
+{{- range $k := list (list "topology.kubernetes.io/zone" $ts.zone) (list "kubernetes.io/hostname" $ts.node) }}
+{{- if (index $k 1).enabled }}
+- maxSkew: {{ (index $k 1).maxSkew }}
+  topologyKey: {{ index $k 0 }}
+  whenUnsatisfiable: {{ (index $k 1).whenUnsatisfiable }}
+  labelSelector:
+    matchLabels:
+      {{- include "threatview.componentSelectorLabels" (list $ctx (index $ 1)) | nindent 6 }}
+  matchLabelKeys:
+    - pod-template-hash
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Who talks to whom (templates/networkpolicy.yaml). service: true marks a Deployment (its
+policy exists only while the component is enabled); public: reachable from
+networkPolicy.publicFrom (default anywhere); from: components allowed in (the admin
+interface always is, for its status page); fromRelease: every pod of the release; to:
+components called; toRelease: every pod of the release; ext: outside services.
+*/}}
+{{- define "threatview.flows" -}}
+data-collector: {service: true, public: true, to: [tokens, audit-logger], ext: [broker]}
+data-processor: {service: true, ext: [broker, postgres]}
+audit-logger: {service: true, from: [data-collector, tokens, identity], ext: [broker, mariadb]}
+audit-logger-worker: {service: true, ext: [broker, mariadb]}
+tokens: {service: true, from: [data-collector], to: [audit-logger], ext: [broker, mariadb]}
+identity: {service: true, fromRelease: true, to: [audit-logger], ext: [mariadb, https]}
+visual-renderer: {service: true, public: true, to: [identity], ext: [postgres]}
+admin-interface: {service: true, public: true, toRelease: true, ext: [broker]}
+{{- if .Values.archiver.enabled }}
+archiver: {ext: [postgres, mariadb, https]}
+{{- end }}
+{{- if .Values.cleanup.enabled }}
+cleanup: {ext: [postgres, mariadb, https]}
+{{- end }}
+{{- if .Values.migrations.enabled }}
+migrations: {ext: [postgres, mariadb]}
+{{- end }}
+{{- if .Values.helmTest.enabled }}
+test: {to: [data-collector, visual-renderer]}
+{{- end }}
+{{- end }}

@@ -1,0 +1,3 @@
+module threatview/smoketest
+
+go 1.26.8
