@@ -233,7 +233,7 @@ func TestIdentity_Throttling(t *testing.T) {
 
 	other, otherPw := e.person(t, admin, "e2e-throttle-ip", "analyst")
 	addr := randomAddr()
-	for i := 0; i < 200; i++ {
+	for i := 0; i < 500; i++ { // the limit is 20 by default, 100 in the local stack
 		if last = try(e2etest.Name("e2e-nobody"), "wrong password", addr); last.Status == http.StatusTooManyRequests {
 			break
 		}

@@ -17,3 +17,7 @@ export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
 # browsers and names them in X-Forwarded-For; throttling counts failures per
 # that address (tests use it too).
 export IDENTITY_TRUSTED_PROXIES="127.0.0.1/32"
+# Every browser of the local stack (and every UI test) signs in from
+# 127.0.0.1; a higher per-address limit keeps a run of wrong-password tests
+# from locking the others out for the window. Per-username stays at 5.
+export IDENTITY_LOGIN_MAX_FAILURES_PER_IP=100
