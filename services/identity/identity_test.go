@@ -143,3 +143,16 @@ func TestNormalizeUsername(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkHasher_Verify is the cost of one sign-in's password check with
+// the default parameters.
+func BenchmarkHasher_Verify(b *testing.B) {
+	h, err := identity.NewHasher(identity.DefaultArgon2, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hash, _ := h.Hash(context.Background(), "correct horse battery")
+	for b.Loop() {
+		_, _ = h.Verify(context.Background(), hash, "correct horse battery")
+	}
+}
