@@ -35,7 +35,8 @@ FROM batch_events ORDER BY id, app_id, received_at
 ON CONFLICT DO NOTHING`
 
 // holdLate holds the events of months that have no partition of
-// events.events after ensurePartitions (so: archived and dropped) and
+// events.events or facts.facts after ensurePartitions (so: archived and
+// dropped) and
 // returns the other events, how many it held now and how many were held
 // already (a redelivery).
 func (s *Store) holdLate(ctx context.Context, events []wire.Event) (rest []wire.Event, held, dups int, err error) {
@@ -45,10 +46,13 @@ func (s *Store) holdLate(ctx context.Context, events []wire.Event) (rest []wire.
 		if _, seen := gone[m]; seen {
 			continue
 		}
+		// Cleanup drops a month of events and of facts together; should only
+		// one be gone, the events are held all the same (nothing is lost).
 		var exists bool
-		name := fmt.Sprintf("events.events_y%04dm%02d", m.Year(), int(m.Month()))
-		if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
-			return nil, 0, 0, fmt.Errorf("look up partition %s: %w", name, err)
+		suffix := fmt.Sprintf("_y%04dm%02d", m.Year(), int(m.Month()))
+		if err := s.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL",
+			"events.events"+suffix, "facts.facts"+suffix).Scan(&exists); err != nil {
+			return nil, 0, 0, fmt.Errorf("look up partitions of %s: %w", m.Format("2006-01"), err)
 		}
 		gone[m] = !exists
 	}
