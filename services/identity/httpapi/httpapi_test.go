@@ -408,3 +408,49 @@ func TestAudit(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 	}
 }
+
+// TestBadInput sends malformed requests: each gets its status with the JSON
+// error, and nothing changes.
+func TestBadInput(t *testing.T) {
+	s := newServer(t, identity.Options{}, httpapi.Options{})
+	raw := func(method, path, body string) response {
+		req, _ := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return response{resp.StatusCode, resp.Header, b}
+	}
+	for _, c := range []struct {
+		name, method, path, body string
+		want                     int
+	}{
+		{"NotJSON", "POST", "/v1/users", `{"username":`, 400},
+		{"TwoObjects", "POST", "/v1/users", `{} {}`, 400},
+		{"BadUTF8", "POST", "/v1/users", "{\"username\":\"a\xff\"}", 400},
+		{"TooLarge", "POST", "/v1/users", `{"username":"` + strings.Repeat("a", 17<<10) + `"}`, 413},
+		{"WrongType", "POST", "/v1/users", `{"username":1}`, 422},
+		{"RolesNotList", "PATCH", "/v1/users/x", `{"roles":"admin"}`, 422},
+		{"NothingToChange", "PATCH", "/v1/users/nobody", `{}`, 422},
+		{"UnknownUser", "PATCH", "/v1/users/nobody", `{"disabled":true}`, 404},
+		{"BadUsernameInPath", "GET", "/v1/users/-x", ``, 422},
+		{"LoginNotJSON", "POST", "/v1/login", `username=a&password=b`, 400},
+		{"RefreshGarbage", "POST", "/v1/refresh", `{"refresh_token":"nope"}`, 401},
+		{"LogoutUnknown", "POST", "/v1/logout", `{"refresh_token":"tvr_nope"}`, 401},
+		{"Method", "PUT", "/v1/login", `{}`, 405},
+		{"Path", "GET", "/v1/nothing", ``, 404},
+		{"AdminKeyHasNoPassword", "POST", "/v1/me/password", `{"current_password":"x","new_password":"y"}`, 400},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			raw(c.method, c.path, c.body).want(t, c.method+" "+c.path, c.want)
+		})
+	}
+	r := s.do(t, "GET", "/v1/users", s.adminKey, nil)
+	r.want(t, "list", 200)
+	if strings.TrimSpace(string(r.body)) != `{"users":[]}` {
+		t.Fatalf("after bad input the users are %s, want none", r.body)
+	}
+}
