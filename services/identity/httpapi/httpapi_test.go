@@ -454,3 +454,20 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("after bad input the users are %s, want none", r.body)
 	}
 }
+
+// TestNoEcho pastes a password where a role or a field name belongs: the
+// error says what is wrong without repeating it.
+func TestNoEcho(t *testing.T) {
+	s := newServer(t, identity.Options{}, httpapi.Options{})
+	secret := "Pa55-" + hex.EncodeToString([]byte("pasted in the wrong place"))
+	for _, body := range []map[string]any{
+		{"username": "eve", "password": pw, "roles": []string{secret}},
+		{"username": "eve", "password": pw, secret: true},
+	} {
+		r := s.do(t, "POST", "/v1/users", s.adminKey, body)
+		r.want(t, "POST /v1/users", 422)
+		if strings.Contains(string(r.body), secret) {
+			t.Fatalf("the answer repeats the pasted secret: %s", r.body)
+		}
+	}
+}
