@@ -159,6 +159,13 @@ func TestRequire_KeysUnavailable(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("with the identity service away: %d (Retry-After %q), want 503 with Retry-After", rec.Code, rec.Header().Get("Retry-After"))
 	}
+	// Asked again at once: refused without another fetch (no wait).
+	rec = httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable || time.Since(start) > time.Second {
+		t.Fatalf("second try: %d after %s, want 503 at once", rec.Code, time.Since(start))
+	}
 	req.Header.Set("Authorization", "Bearer k")
 	rec = httptest.NewRecorder()
 	h.ServeHTTP(rec, req)

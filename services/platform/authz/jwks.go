@@ -102,9 +102,15 @@ func (j *JWKS) Key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	if ok && !stale {
 		return k, nil
 	}
-	if j.keys != nil && now.Sub(j.triedAt) < j.MinRefetch {
-		if ok {
+	if !j.triedAt.IsZero() && now.Sub(j.triedAt) < j.MinRefetch {
+		// Fetched (or failed to) a moment ago: do not ask again yet, so
+		// neither made-up kids nor an unreachable identity service make
+		// every request wait for a fetch.
+		switch {
+		case ok:
 			return k, nil
+		case j.keys == nil:
+			return nil, fmt.Errorf("%w: the last fetch failed", ErrKeysUnavailable)
 		}
 		return nil, fmt.Errorf("%w: unknown key id", ErrInvalidToken)
 	}
