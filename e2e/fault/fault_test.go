@@ -103,10 +103,10 @@ func brokerOutage() fault {
 
 // row is one line of the report.
 type row struct {
-	fault                       string
-	sent, accepted, events      int
-	stored, duplicates, audit   int
-	extraStored, extraAudit     int
+	fault                     string
+	sent, accepted, events    int
+	stored, duplicates, audit int
+	extraStored, extraAudit   int
 	oneOutcome
 	first202, allReady, drain   float64
 	rollupsExact, brokerDown503 string
