@@ -5,6 +5,7 @@
 #      THREATVIEW_REQUIRE_SERVICES=1 turns a missing service into a failure);
 #   1b. the archiver's S3 target against a real S3 server (scripts/s3.sh);
 #   1c. the container images (scripts/images.sh test);
+#   1d. the chart installed into a real API server (scripts/k8s.sh, charts/install_test.go);
 #   2. every fuzz target, briefly (FUZZTIME, default 5s each);
 #   3. the fault tests (build tag `fault`): they kill and restart shared parts
 #      of the stack, so they run one package at a time, after everything else.
@@ -28,6 +29,13 @@ bash scripts/s3.sh stop
 
 echo "== phase 1c: container images (make images, then run each image's binary from its own files)"
 bash scripts/images.sh test 2>&1 | tee -a "$LOG" || rc=1
+
+echo "== phase 1d: the chart installed into a real Kubernetes API server (binaries built once into .run/k8s/bin)"
+if bash scripts/k8s.sh build 2>&1 | tail -n 5; then
+  ( cd charts && THREATVIEW_K8S_BIN="$PWD/../.run/k8s/bin" go test -tags k8s -count=1 -run TestInstall -timeout 20m . ) 2>&1 | tee -a "$LOG" || rc=1
+else
+  echo "FAIL scripts/k8s.sh build" | tee -a "$LOG"; rc=1
+fi
 
 echo "== phase 2: fuzz targets, ${FUZZTIME:-5s} each"
 FUZZTIME="${FUZZTIME:-5s}" bash "$STACK" fuzz 2>&1 | tee -a "$LOG" || rc=1
