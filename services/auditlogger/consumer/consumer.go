@@ -160,35 +160,68 @@ func (c *Consumer) Run(ctx context.Context, deliveries <-chan *mq.Delivery) erro
 	}
 }
 
-// take decodes one delivery into the batch, or dead-letters it.
+// take decodes one delivery into the batch. A record that can never be
+// stored is dead-lettered alone (its own message, the reason in a header)
+// and the message's other records are kept: the collector's messages carry
+// the records of several requests, and one must not cost the others their
+// audit rows. A message that is not an audit batch at all, or whose every
+// record is bad, is dead-lettered and acknowledged.
 func (c *Consumer) take(ctx context.Context, batch []held, rows int, d *mq.Delivery) ([]held, int, error) {
-	b, err := wire.DecodeAuditBatch(d.Body)
-	if err == nil {
-		for i := range b.Records {
-			auditlogger.Normalize(&b.Records[i], true)
-			if verr := auditlogger.Validate(&b.Records[i], i); verr != nil {
-				err = fmt.Errorf("%w: %v", wire.ErrInvalidEnvelope, verr)
-				break
-			}
-		}
-	}
+	items, err := wire.DecodeAuditItems(d.Body)
 	if err != nil {
 		return batch, rows, c.deadLetter(ctx, d, err.Error())
 	}
-	return append(batch, held{d: d, records: b.Records}), rows + len(b.Records), nil
+	good := make([]wire.AuditRecord, 0, len(items))
+	var bad []int
+	reasons := make([]string, len(items))
+	for i := range items {
+		err := items[i].Err
+		if err == nil {
+			auditlogger.Normalize(&items[i].Record, true)
+			if verr := auditlogger.Validate(&items[i].Record, i); verr != nil {
+				err = fmt.Errorf("%w: %v", wire.ErrInvalidEnvelope, verr)
+			}
+		}
+		if err != nil {
+			bad = append(bad, i)
+			reasons[i] = err.Error()
+			continue
+		}
+		good = append(good, items[i].Record)
+	}
+	if len(good) == 0 {
+		return batch, rows, c.deadLetter(ctx, d, reasons[bad[0]])
+	}
+	for _, i := range bad {
+		if err := c.sendDead(ctx, wire.AuditBody(items[i].Raw), reasons[i]); err != nil {
+			return batch, rows, err
+		}
+	}
+	return append(batch, held{d: d, records: good}), rows + len(good), nil
 }
 
 // deadLetter moves a message that can never be stored to the DLQ, then
 // acknowledges it. It retries the DLQ send until ctx ends; the message is
 // then left unacknowledged and comes back later.
 func (c *Consumer) deadLetter(ctx context.Context, d *mq.Delivery, reason string) error {
+	if err := c.sendDead(ctx, d.Body, reason); err != nil {
+		return err
+	}
+	if err := d.Ack(); err != nil {
+		c.log.Warn("ack of dead-lettered message failed", "err", err)
+	}
+	return nil
+}
+
+// sendDead sends body to the DLQ with reason, retrying until ctx ends.
+func (c *Consumer) sendDead(ctx context.Context, body []byte, reason string) error {
 	const maxReason = 512
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
 	dest := wire.DeadLetter(c.opts.Queue)
 	headers := map[string]string{wire.HeaderDeadLetterReason: reason}
-	err := retry(ctx, func() error { return c.dlq.Send(ctx, dest, d.Body, headers) }, func(err error, wait time.Duration) {
+	err := retry(ctx, func() error { return c.dlq.Send(ctx, dest, body, headers) }, func(err error, wait time.Duration) {
 		c.log.Warn("dead-letter send failed, retrying", "err", err, "backoff", wait.String())
 	})
 	if err != nil {
@@ -196,9 +229,6 @@ func (c *Consumer) deadLetter(ctx context.Context, d *mq.Delivery, reason string
 	}
 	c.log.Warn("message dead-lettered", "reason", reason, "dlq", dest)
 	c.m.messages.WithLabelValues("dead_lettered").Inc()
-	if err := d.Ack(); err != nil {
-		c.log.Warn("ack of dead-lettered message failed", "err", err)
-	}
 	return nil
 }
 

@@ -71,3 +71,53 @@ func DecodeAuditBatch(body []byte) (AuditBatch, error) {
 	}
 	return b, nil
 }
+
+// AuditItem is one record of an audit message, decoded and checked on its
+// own.
+type AuditItem struct {
+	Record AuditRecord
+	// Raw is the record's JSON as the message carried it.
+	Raw json.RawMessage
+	// Err says why the record breaks the envelope's rules (nil when it
+	// does not); it wraps ErrInvalidEnvelope.
+	Err error
+}
+
+// DecodeAuditItems parses a message body into its records, each decoded and
+// checked on its own, so that one bad record spoils only itself. The error,
+// wrapping ErrInvalidEnvelope, is for a body that is not an audit batch.
+func DecodeAuditItems(body []byte) ([]AuditItem, error) {
+	var head struct {
+		V       int               `json:"v"`
+		Records []json.RawMessage `json:"records"`
+	}
+	if err := json.Unmarshal(body, &head); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ErrInvalidEnvelope, err)
+	}
+	if head.V != Version {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrInvalidEnvelope, head.V, Version)
+	}
+	if len(head.Records) == 0 {
+		return nil, fmt.Errorf("%w: no records", ErrInvalidEnvelope)
+	}
+	items := make([]AuditItem, len(head.Records))
+	for i, raw := range head.Records {
+		it := &items[i]
+		it.Raw = raw
+		if err := json.Unmarshal(raw, &it.Record); err != nil {
+			it.Err = fmt.Errorf("%w: record %d: decode: %v", ErrInvalidEnvelope, i, err)
+		} else if err := it.Record.Validate(); err != nil {
+			it.Err = fmt.Errorf("%w: record %d: %v", ErrInvalidEnvelope, i, err)
+		}
+	}
+	return items, nil
+}
+
+// AuditBody returns a message body holding raw (one record's JSON) alone:
+// what the dead-letter queue keeps of a bad record.
+func AuditBody(raw []byte) []byte {
+	b := make([]byte, 0, len(raw)+24)
+	b = append(b, `{"v":1,"records":[`...)
+	b = append(b, raw...)
+	return append(b, `]}`...)
+}
