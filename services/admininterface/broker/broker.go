@@ -115,43 +115,66 @@ func closeConn(conn *stomp.Conn, raw net.Conn) error {
 	return err
 }
 
+// release ends a subscription we may have stopped reading mid-queue: go-stomp
+// delivers every frame through one loop, so a subscription channel left full
+// would block the DISCONNECT receipt (and Unsubscribe) for ever. Draining it
+// until the connection closes it keeps the loop moving.
+func release(conn *stomp.Conn, raw net.Conn, sub *stomp.Subscription) error {
+	go func() {
+		for range sub.C {
+		}
+	}()
+	return closeConn(conn, raw)
+}
+
 // Browse returns up to max messages of queue (a /queue/ destination) without
 // consuming them; complete is false when the queue holds more than max.
 // withBody false leaves bodies out (for counting).
 func (b *Broker) Browse(ctx context.Context, queue string, max int, withBody bool) (msgs []Message, complete bool, err error) {
+	complete, err = b.walk(ctx, queue, func(m *stomp.Message) bool {
+		if len(msgs) >= max {
+			return false
+		}
+		msgs = append(msgs, toMessage(m, withBody))
+		return true
+	})
+	return msgs, complete, err
+}
+
+// walk browses queue in order, handing each message to f until f returns
+// false (complete is then false) or the queue ends (complete true).
+func (b *Broker) walk(ctx context.Context, queue string, f func(*stomp.Message) bool) (complete bool, err error) {
 	conn, raw, err := b.dial(ctx)
 	if err != nil {
-		return nil, false, err
+		return false, err
 	}
-	defer closeConn(conn, raw)
 	sub, err := conn.Subscribe(queue, stomp.AckAuto, stomp.SubscribeOpt.Header("browser", "true"))
 	if err != nil {
-		return nil, false, fmt.Errorf("%w: browse %s: %v", admininterface.ErrUnavailable, queue, err)
+		closeConn(conn, raw)
+		return false, fmt.Errorf("%w: browse %s: %v", admininterface.ErrUnavailable, queue, err)
 	}
-	// Unsubscribing a browser mid-walk is enough to stop the dispatch.
-	defer func() { _ = sub.Unsubscribe() }()
+	defer release(conn, raw, sub)
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
 	for {
 		select {
 		case m, ok := <-sub.C:
 			if !ok || m == nil {
-				return msgs, false, fmt.Errorf("%w: browse %s: subscription closed", admininterface.ErrUnavailable, queue)
+				return false, fmt.Errorf("%w: browse %s: subscription closed", admininterface.ErrUnavailable, queue)
 			}
 			if m.Err != nil {
-				return msgs, false, fmt.Errorf("%w: browse %s: %v", admininterface.ErrUnavailable, queue, m.Err)
+				return false, fmt.Errorf("%w: browse %s: %v", admininterface.ErrUnavailable, queue, m.Err)
 			}
 			if m.Header.Get("browser") == "end" {
-				return msgs, true, nil
+				return true, nil
 			}
-			if len(msgs) >= max {
-				return msgs, false, nil
+			if !f(m) {
+				return false, nil
 			}
-			msgs = append(msgs, toMessage(m, withBody))
 		case <-timeout.C:
-			return msgs, false, fmt.Errorf("%w: browse %s: no end of queue after 30s", admininterface.ErrUnavailable, queue)
+			return false, fmt.Errorf("%w: browse %s: no end of queue after 30s", admininterface.ErrUnavailable, queue)
 		case <-ctx.Done():
-			return msgs, false, ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
@@ -184,19 +207,27 @@ func parseMillis(s string) (time.Time, error) {
 	return time.UnixMilli(ms).UTC(), nil
 }
 
-// Get returns one message of queue by id without consuming it;
-// ErrNotFound when it is not (or no longer) there.
+// Get returns one message of queue by id without consuming it, looking at
+// no more than max messages; ErrNotFound when it is not (or no longer) there.
 func (b *Broker) Get(ctx context.Context, queue, id string, max int) (Message, error) {
-	msgs, _, err := b.Browse(ctx, queue, max, true)
+	var found *Message
+	seen := 0
+	_, err := b.walk(ctx, queue, func(m *stomp.Message) bool {
+		seen++
+		if m.Header.Get(frame.MessageId) == id {
+			msg := toMessage(m, true)
+			found = &msg
+			return false
+		}
+		return seen < max
+	})
 	if err != nil {
 		return Message{}, err
 	}
-	for _, m := range msgs {
-		if m.ID == id {
-			return m, nil
-		}
+	if found == nil {
+		return Message{}, fmt.Errorf("%w: message %s in %s", admininterface.ErrNotFound, id, queue)
 	}
-	return Message{}, fmt.Errorf("%w: message %s in %s", admininterface.ErrNotFound, id, queue)
+	return *found, nil
 }
 
 // selector matches one message by its id; ids are broker-made
@@ -248,10 +279,9 @@ loop:
 			break loop
 		}
 	}
-	// Unsubscribe before disconnecting so the broker redelivers nothing it
-	// prefetched to us but we never handled.
-	_ = sub.Unsubscribe()
-	if err := closeConn(conn, raw); err != nil && ferr == nil && n > 0 {
+	// Whatever was prefetched but not handled goes back to the queue when
+	// the connection ends (it was never acknowledged).
+	if err := release(conn, raw, sub); err != nil && ferr == nil && n > 0 {
 		ferr = fmt.Errorf("%w: confirm acks in %s: %v", admininterface.ErrUnavailable, queue, err)
 	}
 	return n, ferr

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"testing"
+	"time"
 
 	"threatview/admininterface"
 	"threatview/admininterface/broker"
@@ -109,5 +110,46 @@ func TestBroker_DeadLetters(t *testing.T) {
 	})
 	if n, err := b.Purge(ctx, main, 100); err != nil || n != 2 {
 		t.Fatalf("Purge = %d, %v; want 2, nil", n, err)
+	}
+}
+
+// TestBroker_BrowseLongQueue browses a queue far longer than what a browse
+// keeps: the walk must stop and release its connection, never wait on
+// frames nobody reads (it hung for ever before release drained them).
+func TestBroker_BrowseLongQueue(t *testing.T) {
+	b, pub := mustBroker(t)
+	ctx := context.Background()
+	q := testenv.Queue("admin.long")
+	for i := 0; i < 300; i++ {
+		if err := pub.Send(ctx, q, []byte(`{"i":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = b.Purge(context.Background(), q, 1000) })
+	for round := 0; round < 3; round++ {
+		done := make(chan error, 1)
+		go func() {
+			msgs, complete, err := b.Browse(ctx, q, 5, false)
+			if err == nil && (len(msgs) != 5 || complete) {
+				err = errors.New("wrong answer")
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Browse(max 5) of 300: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatal("Browse(max 5) of a 300-message queue did not return within 15s")
+		}
+	}
+	msgs, _, _ := b.Browse(ctx, q, 1000, false)
+	last := msgs[len(msgs)-1]
+	if m, err := b.Get(ctx, q, last.ID, 1000); err != nil || m.ID != last.ID {
+		t.Fatalf("Get(the 300th message) = %v, %v", m.ID, err)
+	}
+	if _, err := b.Get(ctx, q, last.ID, 10); !errors.Is(err, admininterface.ErrNotFound) {
+		t.Fatalf("Get beyond max = %v, want ErrNotFound", err)
 	}
 }

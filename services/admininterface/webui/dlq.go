@@ -114,7 +114,7 @@ func (s *Server) dlqMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "Which message? The id is missing.")
 		return
 	}
-	m, err := s.deps.Broker.Get(r.Context(), q.Dest, id, s.opts.DLQListMax)
+	m, err := s.deps.Broker.Get(r.Context(), q.Dest, id, s.opts.DepthCap*10)
 	if err != nil {
 		if errors.Is(err, admininterface.ErrNotFound) {
 			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")

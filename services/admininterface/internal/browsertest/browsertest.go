@@ -1,0 +1,235 @@
+// Package browsertest drives Debian's Chromium through chromedp for the
+// admin interface's browser tests: one tab, console messages collected,
+// screenshots saved.
+package browsertest
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"threatview/platform/testenv"
+)
+
+// Chromium is Debian's browser, which scripts/stack.sh installs.
+const Chromium = "/usr/bin/chromium"
+
+// MustChromium skips (or under make test fails) when Chromium is missing.
+func MustChromium(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath(Chromium); err != nil {
+		if testenv.Required() {
+			t.Fatalf("%s is missing: scripts/stack.sh install puts it there", Chromium)
+		}
+		t.Skipf("%s is missing", Chromium)
+	}
+}
+
+// Walker drives one browser tab of Debian's Chromium and remembers what
+// the console said.
+type Walker struct {
+	t   *testing.T
+	ctx context.Context
+	// Base is the site's URL.
+	Base     string
+	shotsDir string
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+	// Refused lists the pages the walk expects the server to refuse; the
+	// browser logs their status as a network error, which is expected.
+	Refused []string
+}
+
+// New starts a headless Chromium at 1280×800 for a site at base.
+// Screenshots go to a temporary directory, or to docs/ui/ with
+// THREATVIEW_UPDATE_SCREENSHOTS=1.
+func New(t *testing.T, base string) *Walker {
+	t.Helper()
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(Chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(t.TempDir()),
+	}
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	w := &Walker{t: t, ctx: ctx, Base: base, shotsDir: t.TempDir()}
+	if os.Getenv("THREATVIEW_UPDATE_SCREENSHOTS") == "1" {
+		w.shotsDir = filepath.Join(testenv.Root(t), "docs", "ui")
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			w.mu.Lock()
+			w.console = append(w.console, m)
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+// Do runs steps with a 30 s timeout; an error fails the test.
+func (w *Walker) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		w.t.Fatalf("%s: %v (at %s)", what, err, w.Location())
+	}
+}
+
+// Location is the tab's URL.
+func (w *Walker) Location() string {
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	l, _ := chromedp.Run(ctx, chromedp.Location())
+	return l
+}
+
+// Text is the visible text of the first element matching sel.
+func (w *Walker) Text(sel string) string {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		w.t.Fatalf("text of %s: %v (at %s)", sel, err, w.Location())
+	}
+	return s
+}
+
+// Value is the value of the form field matching sel.
+func (w *Walker) Value(sel string) string {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Value(chromedp.CSS(sel)))
+	if err != nil {
+		w.t.Fatalf("value of %s: %v", sel, err)
+	}
+	return s
+}
+
+// Open loads path and waits for waitFor to be visible.
+func (w *Walker) Open(path, waitFor string) {
+	w.t.Helper()
+	w.Do("open "+path, chromedp.Navigate(w.Base+path), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+}
+
+// Shot saves a PNG of the whole page, at the viewport's width, as name.png.
+func (w *Walker) Shot(name string) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		w.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(w.shotsDir, name+".png"), png, 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Eventually reloads path until check passes, for at most d.
+func (w *Walker) Eventually(d time.Duration, path, waitFor, what string, check func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		w.Open(path, waitFor)
+		if check() {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s: not seen within %s (at %s)", what, d, w.Location())
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// SignIn signs in through the sign-in form.
+func (w *Walker) SignIn(user, password string) {
+	w.t.Helper()
+	w.Open("/login", "#username")
+	w.Do("sign in as "+user,
+		chromedp.SendKeys(chromedp.CSS("#username"), user), chromedp.SendKeys(chromedp.CSS("#password"), password),
+		chromedp.Click(chromedp.CSS(`form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Main"]`)))
+}
+
+// SignOut presses the sign-out button.
+func (w *Walker) SignOut() {
+	w.t.Helper()
+	w.Do("sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.CSS("#username")))
+}
+
+// CookieClient returns an HTTP client and the browser's cookies, for the
+// downloads a browser would save to disk.
+func (w *Walker) CookieClient() (*http.Client, string) {
+	w.t.Helper()
+	var header []string
+	w.Do("read cookies", chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		res, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{URLs: []string{w.Base + "/"}})
+		if err != nil {
+			return err
+		}
+		for _, c := range res.Cookies {
+			header = append(header, c.Name+"="+c.Value)
+		}
+		return nil
+	}))
+	return &http.Client{Timeout: 30 * time.Second}, strings.Join(header, "; ")
+}
+
+// ConsoleErrors lists the console errors and exceptions so far, without
+// the network errors of pages in Refused.
+func (w *Walker) ConsoleErrors() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+next:
+	for _, m := range w.console {
+		if m.Type != chromedp.ConsoleError && m.Type != chromedp.ConsoleException {
+			continue
+		}
+		if m.Source == "network" {
+			for _, p := range w.Refused {
+				if strings.HasPrefix(m.URL, w.Base+p) {
+					continue next
+				}
+			}
+		}
+		out = append(out, m.String()+" @ "+m.URL)
+	}
+	return out
+}
+
+// Eval evaluates a JavaScript expression in the page (through DevTools, so
+// the page's CSP does not apply) and returns its value.
+func Eval[T any](w *Walker, expr string) T {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		w.t.Fatalf("evaluate %.60q: %v", expr, err)
+	}
+	return v
+}
