@@ -92,7 +92,7 @@ func (l *limits) admit(ctx context.Context, now time.Time) bool {
 	if ok {
 		ok = l.global.take(now, l.cfg.UnknownRate, l.cfg.UnknownBurst)
 		if !ok && cb != nil {
-			cb.tokens++ // not spent: give it back
+			cb.tokens = min(float64(l.cfg.ClientBurst), cb.tokens+1) // not spent: give it back
 		}
 	}
 	l.mu.Unlock()
