@@ -17,3 +17,11 @@ export ADMINUI_SESSION_KEY
 export ADMINUI_SECURE_COOKIES=true
 export ADMINUI_STATUS_TARGETS="collector=http://127.0.0.1:8080,auditlogger=http://127.0.0.1:8081,processor=http://127.0.0.1:8082,tokens=http://127.0.0.1:8083,auditworker=http://127.0.0.1:8084,identity=http://127.0.0.1:8085,visualrenderer=http://127.0.0.1:8086,admininterface=http://127.0.0.1:8087"
 export ADMINUI_SAMPLE_INTERVAL=15s
+# The retention page runs the cleanup's dry run through its own command
+# (services never import each other); built here once, rebuilt when the
+# retention sources change. EVENTS_DATABASE_URL and AUDIT_DATABASE_DSN come
+# from .run/env.
+if [ ! -x "$BINDIR/cleanup" ] || [ -n "$(find "$ROOT/services/retention" -name '*.go' -newer "$BINDIR/cleanup" 2>/dev/null | head -n1)" ]; then
+  (cd "$ROOT" && go build -o "$BINDIR/" ./services/retention/cmd/cleanup) || echo "admininterface: could not build the cleanup command" >&2
+fi
+export ADMINUI_CLEANUP_COMMAND="$BINDIR/cleanup"

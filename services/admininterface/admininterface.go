@@ -74,3 +74,28 @@ type Login struct {
 // writes itself (actor_token_id, which GET /v1/audit?actor= filters on):
 // the username, as identity and every service using platform/authz do.
 func Actor(username string) string { return username }
+
+// Partition is one partition of a time-partitioned table, as the retention
+// page shows it.
+type Partition struct {
+	Database string // events or audit
+	Table    string
+	Name     string
+	Bound    string // the partition bound as the database prints it
+	Rows     int64  // the database's estimate (statistics), not a count
+	Bytes    int64  // size on disk with indexes
+}
+
+// Archive is one verified archive of a monthly partition, as the archiver
+// recorded it.
+type Archive struct {
+	Database   string
+	Table      string
+	Month      time.Time
+	Partition  string
+	Rows       int64
+	Bytes      int64
+	SHA256     string // the archive's content hash
+	Location   string
+	VerifiedAt time.Time
+}

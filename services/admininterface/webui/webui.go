@@ -8,7 +8,7 @@
 //	/login, /logout                   anyone
 //	/dashboards                       analyst
 //	/audit, /audit/export.{csv,ndjson} auditor
-//	/tokens, /status, /dlq            admin
+//	/tokens, /status, /dlq, /retention admin
 package webui
 
 import (
@@ -52,6 +52,11 @@ type Options struct {
 	DepthCap int
 	// DLQListMax bounds how many dead-lettered messages a list shows.
 	DLQListMax int
+	// CleanupCommand runs the retention cleanup (program and arguments;
+	// --dry-run is added); empty leaves the dry run out.
+	CleanupCommand []string
+	// CleanupEnv is the cleanup command's environment.
+	CleanupEnv []string
 }
 
 // Target is one service the status page checks.
@@ -69,6 +74,9 @@ type Deps struct {
 	Renderer upstream.Renderer
 	Broker   *broker.Broker
 	Sampler  *Sampler
+	// Retention reads the events and audit databases' partitions and
+	// archives (read-only); empty when no database is configured.
+	Retention []RetentionReader
 }
 
 // Server holds the UI's dependencies.
@@ -101,7 +109,8 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 }
 
 var funcs = template.FuncMap{
-	"join": strings.Join,
+	"join":  strings.Join,
+	"bytes": bytesHuman,
 	"fmtTime": func(v any) string {
 		switch t := v.(type) {
 		case time.Time:
@@ -178,6 +187,8 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Post("/dlq/{queue}/replay", s.replay)
 				r.Get("/dlq/{queue}/delete", s.confirmDelete)
 				r.Post("/dlq/{queue}/delete", s.deleteMessage)
+				r.Get("/retention", s.retentionPage)
+				r.Post("/retention/dry-run", s.retentionDryRun)
 			})
 			r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, http.StatusNotFound, "not_found", "There is no such page.")
@@ -343,6 +354,7 @@ var navAll = []struct {
 	{"/audit", "Audit trail", admininterface.RoleAuditor},
 	{"/status", "System status", admininterface.RoleAdmin},
 	{"/dlq", "Dead letters", admininterface.RoleAdmin},
+	{"/retention", "Retention", admininterface.RoleAdmin},
 }
 
 func (s *Server) nav(u admininterface.User, path string) []navItem {

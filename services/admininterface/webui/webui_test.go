@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -512,5 +515,44 @@ func TestSampler_Rates(t *testing.T) {
 	s.add(counters{t: t0.Add(2 * time.Hour), events: 60, requests: 6})
 	if p := s.Points(); len(p) != 1 {
 		t.Errorf("after an hour, %d points kept, want only the newest", len(p))
+	}
+}
+
+type fakeRetention struct{}
+
+func (fakeRetention) Partitions(context.Context) ([]admininterface.Partition, error) {
+	return []admininterface.Partition{{Database: "events", Table: "events.events", Name: "events_y2026m11", Bound: "FOR VALUES FROM (a) TO (b)", Rows: 42, Bytes: 3 << 20}}, nil
+}
+
+func (fakeRetention) Archives(context.Context) ([]admininterface.Archive, error) {
+	return []admininterface.Archive{
+		{Database: "events", Table: "events.events", Partition: "events_y2026m11", Rows: 42, SHA256: strings.Repeat("ab", 32)},
+		{Database: "events", Table: "events.events", Partition: "events_y2026m01", Rows: 7, SHA256: strings.Repeat("cd", 32)},
+	}, nil
+}
+
+func TestServer_Retention(t *testing.T) {
+	h := newHarness(t)
+	h.srv.deps.Retention = []RetentionReader{fakeRetention{}}
+	script := filepath.Join(t.TempDir(), "cleanup")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '{\"level\":\"INFO\",\"msg\":\"would drop partition\",\"partition\":\"events_y2026m01\"}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.srv.opts.CleanupCommand = []string{script}
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	resp, page := b.do("GET", "/retention", nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, "events_y2026m11") || !strings.Contains(page, "3.0 MiB") ||
+		!strings.Contains(page, "present (≈42 rows)") || !strings.Contains(page, "dropped") {
+		t.Fatalf("retention page = %d:\n%s", resp.StatusCode, page)
+	}
+	resp, page = b.do("POST", "/retention/dry-run", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != 200 || !strings.Contains(page, "would drop partition") || !strings.Contains(page, "partition=events_y2026m01") {
+		t.Fatalf("dry run = %d:\n%s", resp.StatusCode, page)
+	}
+	b2 := h.browser(t)
+	b2.signIn("aud")
+	if resp, _ := b2.do("GET", "/retention", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("retention as an auditor = %d, want 403", resp.StatusCode)
 	}
 }

@@ -53,6 +53,8 @@ func startUI(t *testing.T, st stackEnv) string {
 		"ADMINUI_STATUS_TARGETS": "collector=" + st.collector + ",auditlogger=" + st.audit + ",processor=http://127.0.0.1:8082," +
 			"tokens=" + st.tokens + ",auditworker=http://127.0.0.1:8084,identity=" + st.identity + ",visualrenderer=" + st.renderer,
 		"ADMINUI_SAMPLE_INTERVAL": "2s", "STOMP_ADDR": os.Getenv("STOMP_ADDR"),
+		"EVENTS_DATABASE_URL": testenv.MustEnv(t, "EVENTS_DATABASE_URL"), "AUDIT_DATABASE_DSN": testenv.MustEnv(t, "AUDIT_DATABASE_DSN"),
+		"ADMINUI_CLEANUP_COMMAND": testenv.MustBuild(t, "./services/retention/cmd/cleanup"), "PATH": os.Getenv("PATH"),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addr := make(chan net.Addr, 1)
@@ -290,6 +292,21 @@ func TestBrowser_Walk(t *testing.T) {
 		}
 	}
 	w.Shot("status")
+
+	// Retention: partitions of both databases, archives, and the dry run.
+	w.Open("/retention", "main table")
+	page := w.Text("main")
+	for _, want := range []string{"events.events", "facts.facts", "audit_events"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the retention page does not list %s", want)
+		}
+	}
+	w.Do("dry run", chromedp.Click(chromedp.CSS(`form[action="/retention/dry-run"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`section[aria-labelledby="dry-h"] table`)))
+	if dry := w.Text(`section[aria-labelledby="dry-h"]`); !strings.Contains(dry, "cleanup started") || strings.Contains(dry, "The dry run failed") {
+		t.Errorf("the dry run did not run: %q", dry)
+	}
+	w.Shot("retention")
 	w.SignOut()
 
 	// An analyst sees the dashboards and is refused the token pages.

@@ -49,7 +49,24 @@ type Config struct {
 	UpstreamTimeout time.Duration `env:"ADMINUI_UPSTREAM_TIMEOUT" envDefault:"10s"`
 	// QueueDepthCap bounds how many messages a queue depth counts.
 	QueueDepthCap int `env:"ADMINUI_QUEUE_DEPTH_CAP" envDefault:"1000"`
+
+	// EventsDatabaseURL and AuditDatabaseDSN let the retention page read
+	// partitions and archive records (a read-only role is enough); blank
+	// leaves that database out.
+	EventsDatabaseURL string `env:"EVENTS_DATABASE_URL" secret:"true"`
+	AuditDatabaseDSN  string `env:"AUDIT_DATABASE_DSN" secret:"true"`
+	// CleanupCommand is the retention cleanup command, run with --dry-run
+	// (program and arguments separated by spaces, e.g. /usr/local/bin/cleanup);
+	// it gets the CLEANUP_*, ARCHIVE_*, AWS_* and database variables of this
+	// process. Blank leaves the dry run out of the retention page.
+	CleanupCommand string `env:"ADMINUI_CLEANUP_COMMAND"`
 }
+
+// cleanupEnvPrefixes are the variables passed on to the cleanup command.
+var cleanupEnvPrefixes = []string{"CLEANUP_", "ARCHIVE_", "AWS_"}
+
+// cleanupEnvNames are passed on by exact name.
+var cleanupEnvNames = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "LOG_LEVEL", "PATH", "HOME", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
 
 // target is one parsed entry of StatusTargets.
 type target struct{ name, url string }

@@ -6,10 +6,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"threatview/admininterface/broker"
+	"threatview/admininterface/mariadb"
+	"threatview/admininterface/postgres"
 	"threatview/admininterface/upstream"
 	"threatview/admininterface/webui"
 	"threatview/platform/config"
@@ -25,6 +29,25 @@ const defaultAddr = ":8087"
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	return runWith(ctx, getenv, stdout, nil)
+}
+
+// cleanupEnv is the cleanup command's environment, from this process's.
+func cleanupEnv(getenv func(string) string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		for _, p := range cleanupEnvPrefixes {
+			if strings.HasPrefix(k, p) && getenv(k) != "" {
+				env = append(env, k+"="+getenv(k))
+			}
+		}
+	}
+	for _, k := range cleanupEnvNames {
+		if v := getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // runWith is run with a hook that receives the bound address (tests use
@@ -67,6 +90,26 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	if cfg.RendererURL != "" {
 		deps.Renderer = upstream.Renderer{Client: client(cfg.RendererURL)}
+	}
+	if cfg.EventsDatabaseURL != "" {
+		pg, err := postgres.Open(ctx, cfg.EventsDatabaseURL)
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		deps.Retention = append(deps.Retention, pg)
+	}
+	if cfg.AuditDatabaseDSN != "" {
+		md, err := mariadb.Open(cfg.AuditDatabaseDSN)
+		if err != nil {
+			return err
+		}
+		defer md.Close()
+		deps.Retention = append(deps.Retention, md)
+	}
+	if cfg.CleanupCommand != "" {
+		opts.CleanupCommand = strings.Fields(cfg.CleanupCommand)
+		opts.CleanupEnv = cleanupEnv(getenv)
 	}
 	bgCtx, stopBg := context.WithCancel(ctx)
 	var wg sync.WaitGroup
