@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -101,5 +102,46 @@ func TestStore_WriteRequests(t *testing.T) {
 		if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.events WHERE id = $1", e.ID); n != 0 {
 			t.Errorf("refused event %s stored %d times", e.ID, n)
 		}
+	}
+}
+
+// TestStore_WriteRequests_LateMonth: the slow path holds the events of a
+// month that was archived and dropped, like WriteBatch, and still isolates
+// a refused request.
+func TestStore_WriteRequests_LateMonth(t *testing.T) {
+	s, pool := mustStore(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(23, 23))
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	month := time.Date(now.Year(), now.Month()-3, 1, 0, 0, 0, 0, time.UTC)
+	for _, table := range []string{"events.events", "facts.facts"} {
+		schema, rel, _ := strings.Cut(table, ".")
+		if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s_y%04dm%02d", schema, rel, month.Year(), int(month.Month()))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO events.archives (table_name, month, range_to, partition_name, row_count,
+			byte_count, files, content_sha256, manifest_sha256, location, schema_version, verified_at)
+			VALUES ($1, $2, $3, $4, 0, 0, '[]', 'x', 'x', 'dir:///x', 1, now())`,
+			table, month, month.AddDate(0, 1, 0), fmt.Sprintf("%s_y%04dm%02d", rel, month.Year(), int(month.Month()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	late := pgtest.Event(r, month.Add(50*time.Hour), time.Hour)
+	current := pgtest.Event(r, now, 0)
+	deep := pgtest.Event(r, now, 0)
+	deep.Attributes = json.RawMessage(`{"a":` + strings.Repeat("[", 1_000_000) + strings.Repeat("]", 1_000_000) + `}`)
+
+	res, refused, err := s.WriteRequests(ctx, [][]wire.Event{{late, current}, {deep}})
+	if err != nil {
+		t.Fatalf("WriteRequests = %v", err)
+	}
+	if res != (processor.WriteResult{Stored: 2}) || len(refused) != 1 || refused[1] == nil {
+		t.Fatalf("WriteRequests = %+v, refused %v; want 2 stored (one held), request 1 refused", res, refused)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.late_events WHERE id = $1", late.ID); n != 1 {
+		t.Errorf("late event held %d times, want 1", n)
+	}
+	if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.events WHERE id = $1", current.ID); n != 1 {
+		t.Errorf("current event stored %d times, want 1", n)
 	}
 }

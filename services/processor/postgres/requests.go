@@ -41,6 +41,11 @@ func (s *Store) WriteRequests(ctx context.Context, requests [][]wire.Event) (pro
 			return processor.WriteResult{}, nil, fmt.Errorf("write %d requests: %w: %w", len(requests), processor.ErrUnavailable, perr)
 		}
 		res, refused, err = s.writeRequests(ctx, requests, prevMonth(lo))
+		if errors.Is(err, errNeedPartitions) {
+			// A month archived and dropped is never re-created: its events
+			// are held (late.go), the rest written as in WriteBatch.
+			return s.writeRequestsHoldingLate(ctx, requests, all, prevMonth(lo))
+		}
 	}
 	if err != nil {
 		return processor.WriteResult{}, nil, fmt.Errorf("write %d requests: %w: %w", len(requests), processor.ErrUnavailable, err)
@@ -101,4 +106,36 @@ func insertRequest(ctx context.Context, tx pgx.Tx, events []wire.Event, since ti
 		return 0, fmt.Errorf("insert: %w", err)
 	}
 	return n, nil
+}
+
+// writeRequestsHoldingLate holds the events of months that were archived
+// and dropped (late.go) and writes the other events of each request.
+func (s *Store) writeRequestsHoldingLate(ctx context.Context, requests [][]wire.Event, all []wire.Event, since time.Time) (processor.WriteResult, map[int]error, error) {
+	rest, held, dups, err := s.holdLate(ctx, all)
+	if err != nil {
+		return processor.WriteResult{}, nil, fmt.Errorf("write %d requests: %w: %w", len(requests), processor.ErrUnavailable, err)
+	}
+	type key struct {
+		id, app string
+		at      time.Time
+	}
+	keep := make(map[key]bool, len(rest))
+	for _, e := range rest {
+		keep[key{e.ID, e.App.ID, e.ReceivedAt}] = true
+	}
+	left := make([][]wire.Event, len(requests)) // same indexes, late events removed
+	for i, r := range requests {
+		for _, e := range r {
+			if keep[key{e.ID, e.App.ID, e.ReceivedAt}] {
+				left[i] = append(left[i], e)
+			}
+		}
+	}
+	res, refused, err := s.writeRequests(ctx, left, since)
+	if err != nil {
+		return processor.WriteResult{}, nil, fmt.Errorf("write %d requests: %w: %w", len(requests), processor.ErrUnavailable, err)
+	}
+	res.Stored += held
+	res.Duplicates += dups
+	return res, refused, nil
 }
