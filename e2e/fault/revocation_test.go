@@ -17,8 +17,8 @@ import (
 	"threatview/platform/testenv"
 )
 
-// metric reads one unlabelled sample from a service's /metrics.
-func metric(t *testing.T, url, name string) float64 {
+// feedMetric reads one unlabelled sample from a service's /metrics.
+func feedMetric(t *testing.T, url, name string) float64 {
 	t.Helper()
 	r := e2etest.Do(t, http.MethodGet, url+"/metrics", "", nil, nil)
 	sc := bufio.NewScanner(bytes.NewReader(r.Body))
@@ -49,7 +49,7 @@ func TestFault_TokensKilledAfterRevoke(t *testing.T) {
 
 	// The feed must have been up since before the tokens are confirmed.
 	if err := e2etest.WaitFor(30*time.Second, func() (bool, error) {
-		return metric(t, env.CollectorURL, "collector_token_revocation_feed_up") == 1, nil
+		return feedMetric(t, env.CollectorURL, "collector_token_revocation_feed_up") == 1, nil
 	}); err != nil {
 		t.Fatalf("collector's revocation feed not up: %v", err)
 	}
@@ -71,7 +71,7 @@ func TestFault_TokensKilledAfterRevoke(t *testing.T) {
 		}
 		accepted[app.ID] = append(accepted[app.ID], id)
 	}
-	staleBefore := metric(t, env.CollectorURL, "collector_token_stale_served_total")
+	staleBefore := feedMetric(t, env.CollectorURL, "collector_token_stale_served_total")
 
 	r := e2etest.Do(t, http.MethodDelete, env.TokensURL+"/v1/tokens/"+doomed.TokenID, env.AdminKey, nil, nil)
 	revoked := time.Now()
@@ -116,7 +116,7 @@ func TestFault_TokensKilledAfterRevoke(t *testing.T) {
 	}
 	t.Logf("revoked token refused %s after the revocation; good token: %d/%d accepted with the tokens service dead",
 		refusedAt.Sub(revoked).Round(time.Millisecond), goodSent-goodFailed, goodSent)
-	if d := metric(t, env.CollectorURL, "collector_token_stale_served_total") - staleBefore; d == 0 {
+	if d := feedMetric(t, env.CollectorURL, "collector_token_stale_served_total") - staleBefore; d == 0 {
 		t.Errorf("no stale serve counted: the good token's entry did not outlive its TTL")
 	}
 
