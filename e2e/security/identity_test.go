@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -354,5 +355,47 @@ func TestIdentity_NoSecretInBodiesOrLogs(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+}
+
+// TestIdentity_StoredOnlyHashed reads the identity database after a sign-in:
+// the password is there only as an argon2id hash, the refresh token only as
+// its SHA-256, and neither appears in plain anywhere.
+func TestIdentity_StoredOnlyHashed(t *testing.T) {
+	e := mustIdentity(t)
+	db := e2etest.MariaDB(t, testenv.MustEnv(t, "IDENTITY_DATABASE_DSN"))
+	admin := e.login(t, e.adminUser, e.adminPassword).AccessToken
+	name, pw := e.person(t, admin, "e2e-hashed", "analyst")
+	s := e.login(t, name, pw)
+
+	var hash, roles string
+	if err := db.QueryRow("SELECT password_hash, roles FROM users WHERE username = ?", name).Scan(&hash, &roles); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(hash, "$argon2id$v=19$") || strings.Contains(hash, pw) || roles != "analyst" {
+		t.Fatalf("stored user: hash %.20q…, roles %q; want an argon2id hash and analyst", hash, roles)
+	}
+	sum := sha256.Sum256([]byte(s.RefreshToken))
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM refresh_tokens WHERE token_hash = ? AND username = ?", sum[:], name).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("refresh tokens stored under the SHA-256 of the plain one: %d, %v; want 1", n, err)
+	}
+	// No column of any table holds a plain secret.
+	for _, q := range []string{"SELECT CONCAT_WS('|', username, password_hash, roles) FROM users",
+		"SELECT CONCAT_WS('|', HEX(token_hash), family_id, username) FROM refresh_tokens"} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var row string
+			_ = rows.Scan(&row)
+			for what, secret := range map[string]string{"password": pw, "refresh token": s.RefreshToken, "access token": s.AccessToken} {
+				if strings.Contains(row, secret) || strings.Contains(strings.ToLower(row), strings.ToLower(hex.EncodeToString([]byte(secret)))) {
+					t.Errorf("%s: a row holds the %s", q, what)
+				}
+			}
+		}
+		rows.Close()
 	}
 }
