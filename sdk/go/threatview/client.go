@@ -179,6 +179,11 @@ func (c *Client) prepare(ev *Event) (item, error) {
 	return it, nil
 }
 
+// NewEventID returns a new event id (a UUIDv7: time-ordered, so ids sort
+// and index well). Send sets one on an event without; set it yourself to
+// know it in advance.
+func NewEventID() string { return newID() }
+
 func newID() string {
 	if u, err := uuid.NewV7(); err == nil {
 		return u.String()
