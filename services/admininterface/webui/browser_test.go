@@ -35,6 +35,7 @@ func TestBrowser_Pages(t *testing.T) {
 	h.srv.deps.Broker = broker.New(cfg, pub, log)
 	h.srv.opts.Targets = []Target{{Name: "collector", Client: upstream.New(h.ui.URL, nil, 0)}}
 	h.fake.audit = auditRecords(120)
+	h.srv.deps.Retention = []RetentionReader{fakeRetention{}}
 	h.fake.tokens = append(h.fake.tokens, upstream.NewToken{Token: upstream.Token{ID: "00000000-0000-4000-8000-000000000001", AppID: "shop-app", Name: "ci", Active: true}})
 
 	w := browsertest.New(t, h.ui.URL)
@@ -44,6 +45,7 @@ func TestBrowser_Pages(t *testing.T) {
 	pages := []struct{ path, waitFor string }{
 		{"/dashboards", "main img"}, {"/tokens", "#app_id"}, {"/tokens/00000000-0000-4000-8000-000000000001/revoke", `button[name="confirm"]`},
 		{"/audit?searched=1&from=2026-11-30T00:00", "main table"}, {"/status", "main table"}, {"/dlq", "main section"},
+		{"/retention", "main table"},
 	}
 	const unlabelled = `[...document.querySelectorAll('input:not([type=hidden]),select,textarea')]` +
 		`.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')).map(e => e.name || e.id).join(',')`

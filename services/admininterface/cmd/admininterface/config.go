@@ -66,7 +66,7 @@ type Config struct {
 var cleanupEnvPrefixes = []string{"CLEANUP_", "ARCHIVE_", "AWS_"}
 
 // cleanupEnvNames are passed on by exact name.
-var cleanupEnvNames = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "LOG_LEVEL", "PATH", "HOME", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+var cleanupEnvNames = []string{"EVENTS_DATABASE_URL", "AUDIT_DATABASE_DSN", "PATH", "HOME", "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR"}
 
 // target is one parsed entry of StatusTargets.
 type target struct{ name, url string }

@@ -47,7 +47,8 @@ func cleanupEnv(getenv func(string) string) []string {
 			env = append(env, k+"="+v)
 		}
 	}
-	return env
+	// The page shows the command's info lines, whatever this service logs.
+	return append(env, "LOG_LEVEL=info")
 }
 
 // runWith is run with a hook that receives the bound address (tests use
