@@ -3,9 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 )
 
@@ -391,5 +397,43 @@ func TestWriteArchiveIsAReadableLayout(t *testing.T) {
 	want, _ := idx.Digest()
 	if len(om.Manifests) != 1 || om.Manifests[0].Digest != want || om.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "1.2.3" {
 		t.Fatalf("index.json %+v, want one entry %s tagged 1.2.3", om.Manifests, want)
+	}
+}
+
+func TestPushWritesTheIndexToARegistry(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	certs, zoneinfo := fakeBase(t)
+	base, err := BaseFiles(certs, zoneinfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := testBinary(t)
+	idx, sbom, err := NewIndex("demo", map[string]string{"linux/amd64": bin, "linux/arm64": bin}, base, testMeta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref, err := Push(context.Background(), host+"/threatview/", "demo", "1.2.3", idx, sbom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := idx.Digest()
+	if ref != host+"/threatview/demo@"+want.String() {
+		t.Errorf("pushed %s, want %s/threatview/demo@%s", ref, host, want)
+	}
+	tag, err := name.ParseReference(host + "/threatview/demo:1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := remote.Index(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := got.Digest(); d != want {
+		t.Errorf("the registry's index %s, want %s", d, want)
+	}
+	if _, err := PushRef("Not A Registry!", "demo", "1.2.3"); err == nil {
+		t.Error("an invalid PUSH prefix was accepted")
 	}
 }
