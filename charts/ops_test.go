@@ -230,3 +230,78 @@ func TestChart_HelmTest(t *testing.T) {
 		t.Error("test Pod rendered without the visual renderer it needs")
 	}
 }
+
+func TestChart_AdminInterfaceIngress(t *testing.T) {
+	r := render(t, map[string]any{"adminInterface": map[string]any{"ingress": map[string]any{"enabled": true, "className": "alb"}}})
+	m, ok := r.find("Ingress", release+"-threatview-admin-interface")
+	if !ok {
+		t.Fatal("no Ingress for the admin interface")
+	}
+	ing := m.obj.(*networkingv1.Ingress)
+	b := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
+	if b.Name != release+"-threatview-admin-interface" || b.Port.Name != "http" || *ing.Spec.IngressClassName != "alb" {
+		t.Errorf("admin Ingress backend %+v class %v", b, ing.Spec.IngressClassName)
+	}
+	if _, ok := r.find("Ingress", release+"-threatview-data-collector"); ok {
+		t.Error("the collector's Ingress rendered although dataCollector.ingress.enabled is false")
+	}
+	off := render(t, map[string]any{"adminInterface": map[string]any{"enabled": false, "ingress": map[string]any{"enabled": true}}})
+	if _, ok := off.find("Ingress", release+"-threatview-admin-interface"); ok {
+		t.Error("admin Ingress rendered with the admin interface off")
+	}
+}
+
+// TestChart_DDLCredentials: with migrations.ddlCredentials on, the migration
+// Job and the cleanup connect as the owner users from their own Secret, and
+// the services keep their (DML) users.
+func TestChart_DDLCredentials(t *testing.T) {
+	vals := readValues(t, filepath.Join(chartDir, "ci", "cronjobs-on.yaml"))
+	vals["migrations"] = map[string]any{"ddlCredentials": map[string]any{"enabled": true}}
+	r := render(t, vals)
+	pods := podSpecs(r)
+	envOf := func(kind, comp string) map[string]string {
+		t.Helper()
+		spec, ok := pods[kind+"/"+release+"-threatview-"+comp]
+		if !ok {
+			t.Fatalf("no %s %s", kind, comp)
+		}
+		return resolveEnv(t, r, spec.Spec.Containers[0]).values
+	}
+	secretOf := func(kind, comp, name string) string {
+		t.Helper()
+		for _, e := range pods[kind+"/"+release+"-threatview-"+comp].Spec.Containers[0].Env {
+			if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				return e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+			}
+		}
+		return ""
+	}
+	mig := envOf("Job", "migrations")
+	for k, user := range map[string]string{"EVENTS_DATABASE_URL": "postgres://threatview_owner:", "AUDIT_DATABASE_DSN": "audit_owner:",
+		"TOKENS_DATABASE_DSN": "tokens_owner:", "IDENTITY_DATABASE_DSN": "identity_owner:"} {
+		if !strings.HasPrefix(mig[k], user) {
+			t.Errorf("migrations %s = %q, want the owner user %s", k, mig[k], user)
+		}
+	}
+	if got := secretOf("Job", "migrations", "AUDIT_DATABASE_PASSWORD"); got != "threatview-migrations/audit-password" {
+		t.Errorf("migrations audit password from %q", got)
+	}
+	if c := envOf("CronJob", "cleanup"); !strings.HasPrefix(c["EVENTS_DATABASE_URL"], "postgres://threatview_owner:") {
+		t.Errorf("cleanup (drops partitions) connects as %q, want the owner", c["EVENTS_DATABASE_URL"])
+	}
+	if a := envOf("CronJob", "archiver"); !strings.HasPrefix(a["EVENTS_DATABASE_URL"], "postgres://threatview:") {
+		t.Errorf("archiver (reads only) connects as %q, want the services' user", a["EVENTS_DATABASE_URL"])
+	}
+	if p := envOf("Deployment", "data-processor"); !strings.HasPrefix(p["EVENTS_DATABASE_URL"], "postgres://threatview:") {
+		t.Errorf("data-processor connects as %q, want the services' user", p["EVENTS_DATABASE_URL"])
+	}
+	if v := envOf("Deployment", "visual-renderer"); !strings.HasPrefix(v["RENDERER_DATABASE_URL"], "postgres://renderer:") {
+		t.Errorf("visual-renderer connects as %q, want its read-only user", v["RENDERER_DATABASE_URL"])
+	}
+	def := render(t, nil)
+	pods = podSpecs(def)
+	r = def
+	if m := envOf("Job", "migrations"); !strings.HasPrefix(m["EVENTS_DATABASE_URL"], "postgres://threatview:") || !strings.HasPrefix(m["IDENTITY_DATABASE_DSN"], "identity:") {
+		t.Errorf("by default the migrations use the services' users: %q %q", m["EVENTS_DATABASE_URL"], m["IDENTITY_DATABASE_DSN"])
+	}
+}
