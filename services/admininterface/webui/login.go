@@ -11,6 +11,7 @@ import (
 type loginData struct {
 	Next     string
 	Username string
+	OIDC     bool
 }
 
 // safeNext keeps a post-login redirect on this site: a local path only.
@@ -30,14 +31,14 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("expired") != "" {
 		msg = "Your session has ended; please sign in again."
 	}
-	s.render(w, r, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(r.URL.Query().Get("next"))}, msg, "")
+	s.render(w, r, http.StatusOK, "login", "Sign in", loginData{Next: safeNext(r.URL.Query().Get("next")), OIDC: s.opts.OIDC}, msg, "")
 }
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	username := strings.TrimSpace(r.PostFormValue("username"))
 	password := r.PostFormValue("password")
 	next := safeNext(r.PostFormValue("next"))
-	data := loginData{Next: next, Username: username}
+	data := loginData{Next: next, Username: username, OIDC: s.opts.OIDC}
 	if username == "" || password == "" {
 		s.render(w, r, http.StatusBadRequest, "login", "Sign in", data, "", "Enter your username and password.")
 		return
@@ -76,4 +77,57 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 	}
 	s.clearSession(w)
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// oidcLogin starts a sign-in through the company's identity provider, via
+// identity. Identity binds the sign-in's state to a cookie of its own; the
+// browser never talks to identity, so the state is kept in this session
+// instead and presented to identity at the callback. That also ties the
+// callback to the browser that started it (no login CSRF).
+func (s *Server) oidcLogin(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.OIDC {
+		s.fail(w, r, http.StatusNotFound, "not_found", "Sign-in through the company's identity provider is not configured.")
+		return
+	}
+	authURL, state, err := s.deps.Identity.OIDCStart(r.Context())
+	if err != nil {
+		s.log.Error("oidc start failed", "err", err)
+		s.render(w, r, http.StatusServiceUnavailable, "login", "Sign in", loginData{OIDC: true, Next: "/"}, "",
+			"The company sign-in is unavailable; try again shortly or use a password.")
+		return
+	}
+	sess := sessionOf(r)
+	sess.OIDCState = state
+	if err := s.saveSession(w, sess); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	http.Redirect(w, r, authURL, http.StatusSeeOther)
+}
+
+// oidcCallback is where the identity provider sends the browser back
+// (identity's IDENTITY_OIDC_REDIRECT_URL points here).
+func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
+	sess := sessionOf(r)
+	q := r.URL.Query()
+	if !s.opts.OIDC || sess.OIDCState == "" || !csrfOKValue(sess.OIDCState, q.Get("state")) {
+		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", loginData{OIDC: s.opts.OIDC, Next: "/"}, "",
+			"That sign-in was not started here or has expired; start again.")
+		return
+	}
+	l, err := s.deps.Identity.OIDCFinish(r.Context(), q, sess.OIDCState)
+	if err != nil || l.AccessToken == "" {
+		s.log.Info("oidc sign-in refused", "err", err)
+		sess.OIDCState = ""
+		_ = s.saveSession(w, sess)
+		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", loginData{OIDC: true, Next: "/"}, "",
+			"The company sign-in was refused.")
+		return
+	}
+	if err := s.saveSession(w, fromLogin(l)); err != nil {
+		s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
+		return
+	}
+	s.log.Info("signed in", "username", l.User.Username, "roles", l.User.Roles, "via", "oidc")
+	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -20,12 +20,13 @@ import (
 // configured key) makes it unreadable and unforgeable in the browser, and
 // lets every replica read it without a shared store.
 type session struct {
-	CSRF     string              `json:"c"`
-	Token    string              `json:"t,omitempty"` // the person's access token from identity
-	TokenExp time.Time           `json:"te,omitempty"`
-	Refresh  string              `json:"r,omitempty"` // identity's refresh token, rotated at every use
-	User     admininterface.User `json:"u"`
-	Expires  time.Time           `json:"e"` // the cookie's end: the refresh token's expiry
+	CSRF      string              `json:"c"`
+	Token     string              `json:"t,omitempty"` // the person's access token from identity
+	TokenExp  time.Time           `json:"te,omitempty"`
+	Refresh   string              `json:"r,omitempty"` // identity's refresh token, rotated at every use
+	User      admininterface.User `json:"u"`
+	Expires   time.Time           `json:"e"`           // the cookie's end: the refresh token's expiry
+	OIDCState string              `json:"o,omitempty"` // the state of an OIDC sign-in under way
 }
 
 func (s *session) signedIn(now time.Time) bool {
@@ -145,6 +146,9 @@ func (s *Server) clearSession(w http.ResponseWriter) {
 }
 
 func csrfOK(sess *session, presented string) bool {
-	return sess != nil && sess.CSRF != "" &&
-		subtle.ConstantTimeCompare([]byte(sess.CSRF), []byte(presented)) == 1
+	return sess != nil && csrfOKValue(sess.CSRF, presented)
+}
+
+func csrfOKValue(want, presented string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(presented)) == 1
 }

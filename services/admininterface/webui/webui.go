@@ -44,6 +44,9 @@ type Options struct {
 	// CollectorURL is the collector's address as apps reach it, for the
 	// ready-to-paste curl shown with a new token.
 	CollectorURL string
+	// OIDC offers sign-in through the company's identity provider (via
+	// identity, whose redirect URL must be this site's /login/oidc/callback).
+	OIDC bool
 	// InternalKey authorizes the audit records the UI writes itself.
 	InternalKey string
 	// Targets are the services the status page checks, in display order.
@@ -162,6 +165,8 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 			r.Get("/login", s.loginPage)
 			r.Post("/login", s.login)
 			r.Post("/logout", s.logout)
+			r.Get("/login/oidc", s.oidcLogin)
+			r.Get("/login/oidc/callback", s.oidcCallback)
 			r.Get("/", s.home)
 			r.Group(func(r chi.Router) {
 				r.Use(s.require(admininterface.RoleAnalyst))

@@ -70,6 +70,16 @@ func (f *fakeServices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewDecoder(r.Body).Decode(&body)
 		f.refreshes++
 		login(strings.Split(body.RefreshToken, "-")[1])
+	case r.URL.Path == "/v1/oidc/login":
+		http.SetCookie(w, &http.Cookie{Name: "tv_oidc_state", Value: "state-123", Path: "/v1/oidc/"})
+		http.Redirect(w, r, "https://idp.example/authorize?state=state-123", http.StatusFound)
+	case r.URL.Path == "/v1/oidc/callback":
+		c, err := r.Cookie("tv_oidc_state")
+		if err != nil || c.Value != r.URL.Query().Get("state") || r.URL.Query().Get("code") != "good" {
+			httpserver.WriteError(w, 401, "invalid_state", "the sign-in state is missing, unknown or expired", nil)
+			return
+		}
+		login("ann")
 	case r.URL.Path == "/v1/logout":
 		w.WriteHeader(204)
 	case r.URL.Path == "/v1/tokens" && r.Method == http.MethodPost:
@@ -555,4 +565,42 @@ func TestServer_Retention(t *testing.T) {
 	if resp, _ := b2.do("GET", "/retention", nil); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("retention as an auditor = %d, want 403", resp.StatusCode)
 	}
+}
+
+func TestServer_OIDC(t *testing.T) {
+	h := newHarness(t)
+	h.srv.opts.OIDC = true
+	t.Run("OK", func(t *testing.T) {
+		b := h.browser(t)
+		if _, page := b.do("GET", "/login", nil); !strings.Contains(page, `href="/login/oidc"`) {
+			t.Fatal("no company sign-in link")
+		}
+		resp, _ := b.do("GET", "/login/oidc", nil)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "https://idp.example/authorize?state=state-123" {
+			t.Fatalf("GET /login/oidc = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+		}
+		resp, _ = b.do("GET", "/login/oidc/callback?state=state-123&code=good", nil)
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("callback = %d", resp.StatusCode)
+		}
+		if resp, _ := b.do("GET", "/dashboards", nil); resp.StatusCode != 200 {
+			t.Fatalf("after the OIDC sign-in, /dashboards = %d", resp.StatusCode)
+		}
+	})
+	t.Run("ErrState", func(t *testing.T) {
+		// A callback this browser did not start (login CSRF), or with
+		// another state, signs nobody in.
+		b := h.browser(t)
+		b.do("GET", "/login", nil)
+		if resp, _ := b.do("GET", "/login/oidc/callback?state=state-123&code=good", nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("callback not started here = %d, want 401", resp.StatusCode)
+		}
+		b.do("GET", "/login/oidc", nil)
+		if resp, _ := b.do("GET", "/login/oidc/callback?state=other&code=good", nil); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("callback with another state = %d, want 401", resp.StatusCode)
+		}
+		if resp, _ := b.do("GET", "/dashboards", nil); resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("after refused callbacks, /dashboards = %d, want a redirect to sign in", resp.StatusCode)
+		}
+	})
 }

@@ -36,6 +36,10 @@ type Config struct {
 	// SecureCookies marks cookies Secure; turn it off only for a plain-HTTP
 	// development stack on loopback (the local stack does).
 	SecureCookies bool `env:"ADMINUI_SECURE_COOKIES" envDefault:"true"`
+	// OIDC offers "Sign in with your company account" through identity's
+	// OIDC sign-in; identity's IDENTITY_OIDC_REDIRECT_URL must then be this
+	// site's /login/oidc/callback.
+	OIDC bool `env:"ADMINUI_OIDC"`
 	// CollectorPublicURL is the collector as apps reach it, for the curl
 	// shown with a new token.
 	CollectorPublicURL string `env:"ADMINUI_COLLECTOR_PUBLIC_URL,required"`

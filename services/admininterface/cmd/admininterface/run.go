@@ -123,6 +123,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 
 	opts.SessionKey = cfg.SessionKey
 	opts.SecureCookies = cfg.SecureCookies
+	opts.OIDC = cfg.OIDC
 	opts.CollectorURL = cfg.CollectorPublicURL
 	opts.InternalKey = cfg.InternalKey
 	opts.DepthCap = cfg.QueueDepthCap
