@@ -42,6 +42,7 @@ type batch struct {
 	created time.Time
 	file    string // spool file, "" in memory
 	bytes   int64  // spool file size
+	last    answer // the last failed attempt
 }
 
 // envelope is len(`{"events":[`) + len(`]}`).
@@ -66,6 +67,7 @@ type Client struct {
 	wg      sync.WaitGroup
 
 	queued, delivered, dropped, requests, retries, throttled atomic.Uint64
+	lastErr                                                  atomic.Value // string
 }
 
 // New starts a client. With Config.SpoolDir, batches a previous client
@@ -433,7 +435,8 @@ func (c *Client) Close(ctx context.Context) error {
 		}
 	} else {
 		for _, b := range left {
-			c.dropItems(b.items, Drop{Reason: DropClosed, Err: flushErr})
+			l := b.last
+			c.dropItems(b.items, Drop{Reason: DropClosed, Status: l.status, Code: l.code, Message: l.msg, RequestID: l.requestID, Err: errors.Join(flushErr, l.err)})
 			c.resolve(b)
 		}
 	}
@@ -456,6 +459,7 @@ func (c *Client) Stats() Stats {
 		sb = c.spool.size()
 	}
 	c.mu.Unlock()
+	last, _ := c.lastErr.Load().(string)
 	return Stats{
 		Queued:     c.queued.Load(),
 		Delivered:  c.delivered.Load(),
@@ -465,6 +469,7 @@ func (c *Client) Stats() Stats {
 		Throttled:  c.throttled.Load(),
 		Pending:    pending,
 		SpoolBytes: sb,
+		LastError:  last,
 	}
 }
 

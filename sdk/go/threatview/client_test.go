@@ -471,7 +471,7 @@ func TestClient_Queue(t *testing.T) {
 		}
 		var dropped int
 		c := newClient(t, threatview.Config{URL: srv.URL, OnDrop: func(d threatview.Drop) {
-			if d.Reason == threatview.DropClosed {
+			if d.Reason == threatview.DropClosed && d.Status == 503 && d.Code == "unavailable" {
 				dropped += len(d.EventIDs)
 			}
 		}})
@@ -482,7 +482,10 @@ func TestClient_Queue(t *testing.T) {
 			t.Errorf("Close = %v, want ErrUndelivered", err)
 		}
 		if dropped != 20 {
-			t.Errorf("%d events reported dropped on Close, want 20", dropped)
+			t.Errorf("%d events reported dropped on Close with the last 503, want 20", dropped)
+		}
+		if s := c.Stats(); !strings.Contains(s.LastError, "HTTP 503 unavailable") {
+			t.Errorf("Stats.LastError = %q, want the last 503", s.LastError)
 		}
 	})
 }

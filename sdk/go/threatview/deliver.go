@@ -34,6 +34,17 @@ func (a answer) retryable() bool {
 	return a.err != nil || a.status == http.StatusTooManyRequests || a.status >= 500
 }
 
+// String describes a failed attempt.
+func (a answer) String() string {
+	if a.err != nil {
+		return a.err.Error()
+	}
+	if a.code != "" {
+		return fmt.Sprintf("HTTP %d %s: %s", a.status, a.code, a.msg)
+	}
+	return a.msg
+}
+
 // deliver sends b until every event is delivered or dropped (true), or ctx
 // ends first (false: b is unresolved).
 func (c *Client) deliver(ctx context.Context, b *batch) bool {
@@ -67,6 +78,8 @@ func (c *Client) deliver(ctx context.Context, b *batch) bool {
 			if ctx.Err() != nil {
 				return false
 			}
+			b.last = a
+			c.lastErr.Store(a.String())
 			failures++
 			if c.cfg.MaxAttempts > 0 && failures >= c.cfg.MaxAttempts {
 				c.dropItems(b.items, Drop{Reason: DropRetriesExhausted, Status: a.status, Code: a.code, Message: a.msg, RequestID: a.requestID, Err: a.err})
@@ -96,6 +109,7 @@ func (c *Client) deliver(ctx context.Context, b *batch) bool {
 			}
 			failures = 0
 		default:
+			c.lastErr.Store(a.String())
 			c.dropItems(b.items, Drop{Reason: DropRejected, Status: a.status, Code: a.code, Message: a.msg, RequestID: a.requestID, Err: a.err})
 			c.resolve(b)
 			return true

@@ -136,4 +136,6 @@ type Stats struct {
 	Pending int64
 	// SpoolBytes is the size of the spool's files (0 without a spool).
 	SpoolBytes int64
+	// LastError describes the last failed attempt ("" before any).
+	LastError string
 }

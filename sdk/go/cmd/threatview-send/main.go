@@ -96,8 +96,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		s := c.Stats()
 		rate := float64(s.Delivered) / time.Since(start).Seconds()
 		mu.Lock()
-		fmt.Fprintf(stderr, "read %d, delivered %d, pending %d, dropped %d, invalid %d, retries %d (429: %d), %.0f events/s\n",
+		fmt.Fprintf(stderr, "read %d, delivered %d, pending %d, dropped %d, invalid %d, retries %d (429: %d), %.0f events/s",
 			lines, s.Delivered, s.Pending, s.Dropped, invalid, s.Retries, s.Throttled, rate)
+		if s.Pending > 0 && s.LastError != "" {
+			fmt.Fprintf(stderr, "; last error: %s", s.LastError)
+		}
+		fmt.Fprintln(stderr)
 		mu.Unlock()
 	}
 	done := make(chan struct{})
