@@ -418,6 +418,10 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, code, 
 // access token ends the session, a refusal is 403, anything else is shown.
 func (s *Server) upstreamFail(w http.ResponseWriter, r *http.Request, what string, err error) {
 	switch {
+	case errors.Is(err, admininterface.ErrUnauthorized) && !isPage(r):
+		// An image or download of a page: the page itself decides about the
+		// session (a racing chart request must not sign the person out).
+		s.fail(w, r, http.StatusUnauthorized, "unauthorized", what+": sign in again.")
 	case errors.Is(err, admininterface.ErrUnauthorized):
 		s.clearSession(w)
 		http.Redirect(w, r, "/login?expired=1", http.StatusSeeOther)

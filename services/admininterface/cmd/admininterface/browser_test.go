@@ -115,6 +115,13 @@ func createPerson(t *testing.T, st stackEnv, username, password string, roles ..
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("create person %s: %d %s", username, resp.StatusCode, msg)
 	}
+	t.Cleanup(func() {
+		req, _ := http.NewRequest(http.MethodDelete, st.identity+"/v1/users/"+username, nil)
+		req.Header.Set("Authorization", "Bearer "+st.adminKey)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	})
 }
 
 // findDead browses a dead-letter queue for the message whose body holds
