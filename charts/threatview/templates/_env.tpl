@@ -56,10 +56,18 @@ COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
+{{/* IDENTITY_JWKS_URL: with the identity service on, people's access tokens are accepted. */}}
+{{- define "threatview.config.identityJWKS" -}}
+{{- if .Values.identity.enabled }}
+IDENTITY_JWKS_URL: {{ printf "http://%s:%d/.well-known/jwks.json" (include "threatview.componentName" (list . "identity")) (int .Values.identity.port) | quote }}
+{{- end }}
+{{- end }}
+
 {{- define "threatview.config.auditLogger" -}}
 {{- $v := .Values.auditLogger }}
 {{ include "threatview.config.common" (list . $v) }}
 {{ include "threatview.config.broker" . }}
+{{ include "threatview.config.identityJWKS" . }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
@@ -73,6 +81,8 @@ COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- define "threatview.config.tokens" -}}
 {{- $v := .Values.tokens }}
 {{ include "threatview.config.common" (list . $v) }}
+{{ include "threatview.config.broker" . }}
+{{ include "threatview.config.identityJWKS" . }}
 AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
@@ -282,6 +292,7 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- end }}
 
 {{- define "threatview.secretEnv.tokens" -}}
+{{ include "threatview.env.brokerPasscode" . }}
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.tokensDatabase" . }}

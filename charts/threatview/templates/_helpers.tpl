@@ -261,9 +261,9 @@ components called; toRelease: every pod of the release; ext: outside services.
 {{- define "threatview.flows" -}}
 data-collector: {service: true, public: true, to: [tokens, audit-logger], ext: [broker]}
 data-processor: {service: true, ext: [broker, postgres]}
-audit-logger: {service: true, from: [data-collector, tokens, identity], ext: [broker, mariadb]}
+audit-logger: {service: true, from: [data-collector, tokens, identity], to: [identity], ext: [broker, mariadb]}
 audit-logger-worker: {service: true, ext: [broker, mariadb]}
-tokens: {service: true, from: [data-collector], to: [audit-logger], ext: [broker, mariadb]}
+tokens: {service: true, from: [data-collector], to: [audit-logger, identity], ext: [broker, mariadb]}
 identity: {service: true, fromRelease: true, to: [audit-logger], ext: [mariadb, https]}
 visual-renderer: {service: true, public: true, to: [identity], ext: [postgres]}
 admin-interface: {service: true, public: true, toRelease: true, ext: [broker]}
