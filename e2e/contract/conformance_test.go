@@ -122,6 +122,19 @@ func TestConformance_Collector(t *testing.T) {
 	st, b = c.call(true, "POST", "/v1/events", app.Token, gz(t, batch), map[string]string{"Content-Encoding": "gzip", "X-Request-ID": "contract-test-1"})
 	c.want("a gzipped batch", st, 202, b)
 
+	// Idempotency-Key: the same request sent twice gets the same ids.
+	noID := ev()
+	delete(noID, "event_id")
+	key := map[string]string{"Idempotency-Key": e2etest.Name("contract-key")}
+	st1, b1 := c.call(true, "POST", "/v1/events", app.Token, js(noID), key)
+	st2, b2 := c.call(true, "POST", "/v1/events", app.Token, js(noID), key)
+	c.want("an Idempotency-Key", st1, 202, b1)
+	if st2 != 202 || string(b1) != string(b2) {
+		t.Errorf("the same request with the same Idempotency-Key answered %d %s, then %d %s; want the same ids", st1, b1, st2, b2)
+	}
+	st, b = c.call(false, "POST", "/v1/events", app.Token, js(noID), map[string]string{"Idempotency-Key": "not a token"})
+	c.want("a bad Idempotency-Key", st, 422, b)
+
 	// Bad input: the service refuses it, and so does the document.
 	unknown := ev()
 	unknown["colour"] = "red"
