@@ -138,6 +138,9 @@ VISUALRENDERER_SERVICE_URL: {{ printf "http://%s-visual-renderer:%d" $svc (int .
 {{- end }}
 ADMINUI_COLLECTOR_PUBLIC_URL: {{ tpl $v.collectorPublicUrl . | quote }}
 ADMINUI_STATUS_TARGETS: {{ include "threatview.adminStatusTargets" . | quote }}
+{{- if and .Values.identity.enabled .Values.identity.oidc.issuer }}
+ADMINUI_OIDC: "true"
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
