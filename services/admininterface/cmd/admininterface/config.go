@@ -44,8 +44,9 @@ type Config struct {
 	// shown with a new token.
 	CollectorPublicURL string `env:"ADMINUI_COLLECTOR_PUBLIC_URL,required"`
 	// StatusTargets lists the services the status page checks, as
-	// name=url pairs separated by commas, in display order. The collector's
-	// entry is also sampled for the rates of the last hour.
+	// name=url pairs separated by commas, in display order. The first entry
+	// whose name contains "collector" is also sampled for the rates of the
+	// last hour.
 	StatusTargets string `env:"ADMINUI_STATUS_TARGETS,required"`
 	// SampleInterval is how often the collector's counters are sampled.
 	SampleInterval time.Duration `env:"ADMINUI_SAMPLE_INTERVAL" envDefault:"30s"`

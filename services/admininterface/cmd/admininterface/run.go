@@ -69,7 +69,8 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	for _, t := range targets {
 		c := client(t.url)
 		opts.Targets = append(opts.Targets, webui.Target{Name: t.name, Client: c})
-		if t.name == "collector" {
+		// The local stack names it collector, the chart data-collector.
+		if collector == nil && strings.Contains(t.name, "collector") {
 			collector = c
 		}
 	}
