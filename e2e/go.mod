@@ -12,6 +12,7 @@ require (
 	threatview/api v0.0.0
 	threatview/auditlogger v0.0.0
 	threatview/collector v0.0.0
+	threatview/identity v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
 	threatview/loadtest v0.0.0-00010101000000-000000000000
 	threatview/platform v0.0.0
@@ -51,6 +52,7 @@ replace (
 	threatview/api => ../api
 	threatview/auditlogger => ../services/auditlogger
 	threatview/collector => ../services/collector
+	threatview/identity => ../services/identity
 	threatview/loadtest => ../loadtest
 	threatview/migrations => ../migrations
 	threatview/platform => ../services/platform
