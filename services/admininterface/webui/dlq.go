@@ -178,6 +178,9 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dlq", http.StatusSeeOther)
 		return
 	}
+	// Replaying a long queue takes a receipt per message: more than the
+	// server's write timeout for pages allows.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Minute))
 	max := 1
 	if id == "" {
 		// Replay what is there now, not what comes back while replaying.
@@ -247,6 +250,7 @@ func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string,
 	case actErr != nil:
 		outcome = http.StatusServiceUnavailable
 	}
+	s.dlqActions.WithLabelValues(action, strconv.Itoa(outcome)).Inc()
 	body, _ := json.Marshal(map[string]any{"queue": q.Name, "target": q.Target, "message_id": id, "messages": n})
 	resource := "queue:" + q.Name
 	if id != "" {
@@ -274,6 +278,7 @@ func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string,
 		}
 		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
 	}
+	s.auditFails.Inc()
 	s.log.Error("audit of a dead-letter action failed", "action", action, "queue", q.Name, "message_id", id,
 		"by", sessionOf(r).User.Username, "err", err)
 }

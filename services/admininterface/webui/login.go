@@ -46,10 +46,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	l, err := s.deps.Identity.Login(r.Context(), username, password)
 	switch {
 	case errors.Is(err, admininterface.ErrUnauthorized), errors.Is(err, admininterface.ErrInvalid), errors.Is(err, admininterface.ErrForbidden):
+		s.signins.WithLabelValues("password", "refused").Inc()
 		s.log.Info("sign-in refused", "username", username)
 		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", data, "", "Wrong username or password.")
 		return
 	case err != nil:
+		s.signins.WithLabelValues("password", "error").Inc()
 		s.log.Error("sign-in failed", "err", err)
 		s.render(w, r, http.StatusServiceUnavailable, "login", "Sign in", data, "", "The identity service did not answer; try again shortly.")
 		return
@@ -65,6 +67,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
+	s.signins.WithLabelValues("password", "ok").Inc()
 	s.log.Info("signed in", "username", l.User.Username, "roles", l.User.Roles)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -117,6 +120,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	l, err := s.deps.Identity.OIDCFinish(r.Context(), q, sess.OIDCState)
 	if err != nil || l.AccessToken == "" {
+		s.signins.WithLabelValues("oidc", "refused").Inc()
 		s.log.Info("oidc sign-in refused", "err", err)
 		sess.OIDCState = ""
 		_ = s.saveSession(w, sess)
@@ -128,6 +132,7 @@ func (s *Server) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusInternalServerError, "internal", "internal error")
 		return
 	}
+	s.signins.WithLabelValues("oidc", "ok").Inc()
 	s.log.Info("signed in", "username", l.User.Username, "roles", l.User.Roles, "via", "oidc")
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -72,6 +72,9 @@ func (s *Server) retentionDryRun(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "not_found", "No cleanup command is configured (ADMINUI_CLEANUP_COMMAND).")
 		return
 	}
+	// The server's write timeout is sized for pages; the dry run may take
+	// longer on big databases.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(90 * time.Second))
 	res := cleanupcmd.DryRun(r.Context(), s.opts.CleanupCommand, s.opts.CleanupEnv, time.Minute)
 	s.log.Info("cleanup dry run", "by", sessionOf(r).User.Username, "lines", len(res.Lines), "err", res.Err, "seconds", res.Duration.Seconds())
 	s.renderRetention(w, r, &res)

@@ -90,6 +90,10 @@ type Server struct {
 	sealer *sealer
 	pages  map[string]*template.Template
 	now    func() time.Time
+
+	signins    *prometheus.CounterVec
+	dlqActions *prometheus.CounterVec
+	auditFails prometheus.Counter
 }
 
 // New returns the UI; the error names a bad option.
@@ -108,7 +112,20 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now}, nil
+	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now,
+		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "admininterface_signins_total",
+			Help: "Sign-ins by method (password, oidc) and result (ok, refused, error).",
+		}, []string{"method", "result"}),
+		dlqActions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "admininterface_dlq_actions_total",
+			Help: "Dead-letter actions by action (dlq.replay, dlq.delete) and outcome status.",
+		}, []string{"action", "outcome"}),
+		auditFails: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "admininterface_audit_failures_total",
+			Help: "Dead-letter actions whose audit record could not be written (logged as errors).",
+		}),
+	}, nil
 }
 
 var funcs = template.FuncMap{
@@ -155,6 +172,7 @@ func parsePages() (map[string]*template.Template, error) {
 func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.Check) http.Handler {
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "admininterface"))
+	reg.MustRegister(s.signins, s.dlqActions, s.auditFails)
 	httpserver.MountOps(r, reg, checks)
 	static, _ := fs.Sub(web.Static, "static")
 	r.Group(func(r chi.Router) {

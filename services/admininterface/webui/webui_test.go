@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"threatview/admininterface"
 	"threatview/admininterface/upstream"
 	"threatview/platform/httpserver"
@@ -272,6 +274,9 @@ func TestServer_SignIn(t *testing.T) {
 		resp, page := b.do("POST", "/login", url.Values{"csrf": {csrfOf(t, page)}, "username": {"ada"}, "password": {"nope"}})
 		if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(page, "Wrong username or password") {
 			t.Fatalf("POST /login with a wrong password = %d", resp.StatusCode)
+		}
+		if n := testutil.ToFloat64(h.srv.signins.WithLabelValues("password", "refused")); n != 1 {
+			t.Errorf("admininterface_signins_total{refused} = %v, want 1", n)
 		}
 	})
 	t.Run("OffSiteNext", func(t *testing.T) {
