@@ -47,6 +47,9 @@ type dlqList struct {
 	Messages []broker.Message
 	Complete bool
 	Err      string
+	From     int // position of the first message shown
+	Next     int // position of the next page; 0 when this is the last
+	Prev     int // position of the previous page; -1 on the first
 }
 
 // Action names of the audit records the UI writes.
@@ -58,13 +61,26 @@ const (
 func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
 	var lists []dlqList
 	for _, q := range dlqQueues {
-		l := dlqList{dlqQueue: q}
-		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, s.opts.DLQListMax, false)
+		// Browsing walks from the head of the queue, so a page further on
+		// reads the pages before it too; the depth cap bounds the walk.
+		from, _ := strconv.Atoi(r.URL.Query().Get(q.Key + "_from"))
+		from = min(max(from, 0), s.opts.DepthCap)
+		l := dlqList{dlqQueue: q, From: from, Prev: -1}
+		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, from+s.opts.DLQListMax, false)
 		if err != nil {
 			s.log.Warn("browse dead-letter queue", "queue", q.Name, "err", err)
 			l.Err = "The broker did not answer; try again shortly."
 		}
-		l.Messages, l.Complete = msgs, complete
+		if from < len(msgs) {
+			l.Messages = msgs[from:]
+		}
+		l.Complete = complete
+		if !complete && from+s.opts.DLQListMax < s.opts.DepthCap {
+			l.Next = from + s.opts.DLQListMax
+		}
+		if from > 0 {
+			l.Prev = max(from-s.opts.DLQListMax, 0)
+		}
 		lists = append(lists, l)
 	}
 	flash := ""
