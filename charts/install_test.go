@@ -238,6 +238,19 @@ current-context: local
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// The chart's kubeVersion check needs a real version, not the build's placeholder.
+	if out, err := cp.kubectl(context.Background(), nil, "version", "-o", "json"); err != nil {
+		t.Fatalf("kubectl version: %v %s", err, out.stderr)
+	} else {
+		var v struct {
+			Server struct {
+				GitVersion string `json:"gitVersion"`
+			} `json:"serverVersion"`
+		}
+		if err := json.Unmarshal([]byte(out.stdout), &v); err != nil || v.Server.GitVersion != "v"+kubeVersionFlag {
+			t.Fatalf("the API server reports version %q (%v), want v%s: rebuild with scripts/k8s.sh", v.Server.GitVersion, err, kubeVersionFlag)
+		}
+	}
 	cp.start(t, "kube-controller-manager",
 		"--kubeconfig", cp.kubeconfig,
 		"--authentication-kubeconfig", cp.kubeconfig,
