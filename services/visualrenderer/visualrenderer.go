@@ -156,6 +156,9 @@ type Query struct {
 	Granularity Granularity
 	From, To    time.Time // UTC bucket boundaries, From < To
 	Top         int       // 0: every key
+	// TotalsOnly asks for each key's total without its points (a ranked
+	// table); not a URL parameter.
+	TotalsOnly bool
 }
 
 // Point is the count of one bucket.

@@ -225,7 +225,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	get := func(d visualrenderer.Dimension) (visualrenderer.Stats, error) {
 		q := p.Filter.Query
-		q.Dimension = d
+		q.Dimension, q.TotalsOnly = d, true
 		return h.store.Stats(r.Context(), q)
 	}
 	o := &overview{}
@@ -260,7 +260,7 @@ func (h *Handler) dimensionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Nav = string(d)
 	q := p.Filter.Query
-	q.Dimension = d
+	q.Dimension, q.TotalsOnly = d, true
 	s, err := h.store.Stats(r.Context(), q)
 	if err != nil {
 		h.renderError(w, r, p, err)

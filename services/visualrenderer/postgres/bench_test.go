@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,18 +18,18 @@ import (
 )
 
 // benchApps and benchCountries size the benchmark's year of hourly
-// rollups. Each app has events from benchPerHour of the countries every
-// hour (a different set each hour), so the table holds
-// 100 × 8,760 × benchPerHour rows (8.8 million with the default 10);
-// BENCH_COUNTRIES_PER_APP_HOUR changes it (250: every country every hour,
-// 219 million rows, tens of GB).
+// rollups. Each app has users in 25 of the 250 countries (every country
+// belongs to some app) and events from benchPerHour of its 25 every hour,
+// a different set each hour: 100 × 8,760 × benchPerHour rows (8.8 million
+// with the default 10; BENCH_COUNTRIES_PER_APP_HOUR changes it, up to 25),
+// plus the daily rollup and the summaries over all apps derived from them.
 const (
 	benchApps      = 100
 	benchCountries = 250
 )
 
 func benchPerHour() int {
-	if n, err := strconv.Atoi(os.Getenv("BENCH_COUNTRIES_PER_APP_HOUR")); err == nil && n >= 1 && n <= benchCountries {
+	if n, err := strconv.Atoi(os.Getenv("BENCH_COUNTRIES_PER_APP_HOUR")); err == nil && n >= 1 && n <= 25 {
 		return n
 	}
 	return 10
@@ -46,14 +46,20 @@ func seedYear(b *testing.B, pool *pgxpool.Pool, end time.Time) int64 {
 		`ALTER TABLE facts.events_by_country_per_hour DROP CONSTRAINT events_by_country_per_hour_pkey`,
 		`INSERT INTO facts.events_by_country_per_hour (app_id, bucket, country, count)
 		 SELECT 'app-' || lpad(a::text, 3, '0'), $1::timestamptz + make_interval(hours => h),
-		        chr(65 + ((a * 31 + k * (250 / $2) + h) % 250) / 26) || chr(65 + ((a * 31 + k * (250 / $2) + h) % 250) % 26),
+		        chr(65 + ((a * 7 + ((h + k) % 25) * 10) % 250) / 26) || chr(65 + ((a * 7 + ((h + k) % 25) * 10) % 250) % 26),
 		        1 + (a * 7 + k * 3 + h) % 40
 		   FROM generate_series(1, ` + strconv.Itoa(benchApps) + `) a,
 		        generate_series(0, 8759) h,
-		        generate_series(0, $2 - 1) k`,
+		        generate_series(0, least($2, 25) - 1) k`,
 		`ALTER TABLE facts.events_by_country_per_hour ADD PRIMARY KEY (app_id, bucket, country)`,
 		`INSERT INTO facts.all_apps_events_by_country_per_hour (bucket, country, count)
 		 SELECT bucket, country, sum(count) FROM facts.events_by_country_per_hour GROUP BY 1, 2`,
+		`INSERT INTO facts.events_by_country_per_day (app_id, bucket, country, count)
+		 SELECT app_id, (bucket AT TIME ZONE 'UTC')::date, country, sum(count) FROM facts.events_by_country_per_hour GROUP BY 1, 2, 3`,
+		`INSERT INTO facts.all_apps_events_by_country_per_day (bucket, country, count)
+		 SELECT bucket, country, sum(count) FROM facts.events_by_country_per_day GROUP BY 1, 2`,
+		`VACUUM ANALYZE facts.events_by_country_per_day`,
+		`VACUUM ANALYZE facts.all_apps_events_by_country_per_day`,
 		`VACUUM ANALYZE facts.events_by_country_per_hour`,
 		`VACUUM ANALYZE facts.all_apps_events_by_country_per_hour`,
 	} {
@@ -69,7 +75,7 @@ func seedYear(b *testing.B, pool *pgxpool.Pool, end time.Time) int64 {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM facts.events_by_country_per_hour`).Scan(&rows); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("seeded %d hourly rows (%d apps, %d of %d countries an hour) in %s", rows, benchApps, benchPerHour(), benchCountries, time.Since(start).Round(time.Second))
+	b.Logf("seeded %d hourly rows (%d apps, %d of 25 countries an hour, %d countries in all) in %s", rows, benchApps, benchPerHour(), benchCountries, time.Since(start).Round(time.Second))
 	return rows
 }
 

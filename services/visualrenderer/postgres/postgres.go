@@ -73,76 +73,129 @@ var keyColumn = map[visualrenderer.Dimension]string{
 	visualrenderer.Threat:      "threat",
 }
 
-// statsSQL sums the rollup per key and bucket in [$1, $2), keeps the $3
-// keys with the largest totals (all when NULL), and returns the grand total
-// over every key on each row. %[1]s is the table, %[2]s the key column and
-// %[3]s the app filter: "AND app_id = $4" on a per-app rollup, "" on an
-// all-apps summary (a separate statement, so neither plan is a generic one
-// that fits both). All come from the fixed maps above.
-const statsSQL = `
-WITH b AS (
-	SELECT %[2]s AS k, bucket::timestamptz AS t, sum(count)::bigint AS n
-	FROM facts.%[1]s
-	WHERE bucket >= $1 AND bucket < $2 %[3]s
-	GROUP BY 1, 2
-), tot AS (
-	SELECT k, sum(n)::bigint AS total FROM b GROUP BY 1
-), top AS (
-	SELECT k, total FROM tot ORDER BY total DESC, k LIMIT $3
-)
-SELECT (SELECT sum(total) FROM tot)::bigint, top.k, top.total, b.t, b.n
-FROM top JOIN b USING (k)
-ORDER BY top.total DESC, top.k, b.t`
+// coarser is the granularity whose buckets are whole buckets of g, used to
+// total the middle of a range in fewer rows.
+var coarser = map[visualrenderer.Granularity]visualrenderer.Granularity{
+	visualrenderer.Hour: visualrenderer.Day,
+	visualrenderer.Day:  visualrenderer.Month,
+}
 
-// Stats answers q from the rollup of its dimension and granularity. For
-// device_model the key is the model's name from facts.device_models_dim
-// ("manufacturer model"; "" when the event named none).
+// table returns the rollup of q's dimension at granularity g: per app when
+// q names one, else the summary over all apps.
+func table(q visualrenderer.Query, g visualrenderer.Granularity) string {
+	t := fmt.Sprintf("facts.events_by_%s_per_%s", q.Dimension, g)
+	if q.AppID == "" {
+		t = fmt.Sprintf("facts.all_apps_events_by_%s_per_%s", q.Dimension, g)
+	}
+	return t
+}
+
+// Stats answers q in two steps. First the total of every key: the whole
+// buckets of the next coarser granularity inside the range (days of an
+// hourly range, months of a daily one) come from that rollup, only the
+// edges from q's own, so a month of hours over all apps reads about 30
+// rows per key instead of 744; the rollups at each granularity count the
+// same facts, so the sums are equal. Then the points of the top keys from
+// q's rollup. For device_model the key is the model's name from
+// facts.device_models_dim ("manufacturer model"; "" when the event named
+// none).
 func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrenderer.Stats, error) {
 	out := visualrenderer.Stats{Dimension: q.Dimension, Granularity: q.Granularity, From: q.From, To: q.To, Series: []visualrenderer.Series{}}
-	table := fmt.Sprintf("events_by_%s_per_%s", q.Dimension, q.Granularity)
 	col, ok := keyColumn[q.Dimension]
 	if !ok {
 		return out, fmt.Errorf("stats: %w: dimension %q", visualrenderer.ErrInvalid, q.Dimension)
 	}
-	var top any
-	if q.Top > 0 {
-		top = q.Top
+	totals, err := s.totals(ctx, q, col)
+	if err != nil {
+		return out, err
 	}
-	args := []any{q.From, q.To, top}
+	for _, t := range totals {
+		out.Total += t.Total
+	}
+	if q.Top > 0 && len(totals) > q.Top {
+		totals = totals[:q.Top]
+	}
+	if len(totals) == 0 || q.TotalsOnly {
+		out.Series = totals
+		if q.Dimension == visualrenderer.DeviceModel && len(totals) > 0 {
+			if err := s.nameModels(ctx, out.Series); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	keys := make([]string, len(totals))
+	index := make(map[string]int, len(totals))
+	for i, t := range totals {
+		keys[i], index[t.Key] = t.Key, i
+	}
+	args := []any{q.From, q.To, keys}
 	filter := ""
 	if q.AppID != "" {
-		filter = "AND app_id = $4"
-		args = append(args, q.AppID)
-	} else {
-		// Over all apps: the summary, one row per bucket and key.
-		table = "all_apps_" + table
+		filter, args = "AND app_id = $4", append(args, q.AppID)
 	}
 	// sql: table, column and filter come from the fixed maps above, never from input.
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(statsSQL, table, col, filter), args...)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %[2]s, bucket::timestamptz, count FROM %[1]s
+		WHERE bucket >= $1 AND bucket < $2 AND %[2]s = ANY($3) %[3]s ORDER BY 1, 2`, table(q, q.Granularity), col, filter), args...)
 	if err != nil {
-		return out, fmt.Errorf("stats %s: %w: %w", table, visualrenderer.ErrUnavailable, err)
+		return out, fmt.Errorf("stats %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var k string
-		var total, n int64
 		var t time.Time
-		if err := rows.Scan(&out.Total, &k, &total, &t, &n); err != nil {
-			return out, fmt.Errorf("stats %s: %w: %w", table, visualrenderer.ErrUnavailable, err)
+		var n int64
+		if err := rows.Scan(&k, &t, &n); err != nil {
+			return out, fmt.Errorf("stats points: %w: %w", visualrenderer.ErrUnavailable, err)
 		}
-		if len(out.Series) == 0 || out.Series[len(out.Series)-1].Key != k {
-			out.Series = append(out.Series, visualrenderer.Series{Key: k, Total: total})
-		}
-		last := &out.Series[len(out.Series)-1]
-		last.Points = append(last.Points, visualrenderer.Point{T: t.UTC(), Count: n})
+		i := index[k]
+		totals[i].Points = append(totals[i].Points, visualrenderer.Point{T: t.UTC(), Count: n})
 	}
 	if err := rows.Err(); err != nil {
-		return out, fmt.Errorf("stats %s: %w: %w", table, visualrenderer.ErrUnavailable, err)
+		return out, fmt.Errorf("stats points: %w: %w", visualrenderer.ErrUnavailable, err)
 	}
-	if q.Dimension == visualrenderer.DeviceModel && len(out.Series) > 0 {
+	out.Series = totals
+	if q.Dimension == visualrenderer.DeviceModel {
 		if err := s.nameModels(ctx, out.Series); err != nil {
 			return out, err
 		}
+	}
+	return out, nil
+}
+
+// totals returns every key's total in q's range, largest first, ties by key.
+func (s *Store) totals(ctx context.Context, q visualrenderer.Query, col string) ([]visualrenderer.Series, error) {
+	fine := table(q, q.Granularity)
+	// [midFrom, midTo) is the part made of whole coarser buckets.
+	midFrom, midTo := q.To, q.To
+	var coarse string
+	if c, ok := coarser[q.Granularity]; ok {
+		if a, b := c.RoundUp(q.From), c.Truncate(q.To); a.Before(b) {
+			midFrom, midTo, coarse = a, b, table(q, c)
+		}
+	}
+	args := []any{q.From, midFrom, midTo, q.To}
+	filter := ""
+	if q.AppID != "" {
+		filter, args = "AND app_id = $5", append(args, q.AppID)
+	}
+	// sql: tables, column and filter come from the fixed maps above, never from input.
+	sql := fmt.Sprintf(`SELECT %[2]s, count FROM %[1]s WHERE ((bucket >= $1 AND bucket < $2) OR (bucket >= $3 AND bucket < $4)) %[3]s`, fine, col, filter)
+	if coarse != "" {
+		sql += fmt.Sprintf(` UNION ALL SELECT %[2]s, count FROM %[1]s WHERE bucket >= $2 AND bucket < $3 %[3]s`, coarse, col, filter)
+	}
+	sql = `SELECT k, sum(n)::bigint FROM (` + sql + `) AS x(k, n) GROUP BY 1 ORDER BY 2 DESC, 1`
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("stats totals %s: %w: %w", fine, visualrenderer.ErrUnavailable, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (visualrenderer.Series, error) {
+		var s visualrenderer.Series
+		err := r.Scan(&s.Key, &s.Total)
+		return s, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("stats totals %s: %w: %w", fine, visualrenderer.ErrUnavailable, err)
 	}
 	return out, nil
 }

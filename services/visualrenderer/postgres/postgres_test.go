@@ -115,3 +115,82 @@ func TestStore_ErrUnavailable(t *testing.T) {
 		t.Fatalf("Stats on a closed pool = %v, want ErrUnavailable", err)
 	}
 }
+
+// TestStore_Stats_Totals checks the two-step answer (totals from whole
+// coarser buckets plus the edges, then the top keys' points) against a
+// plain sum over the asked granularity's own rollup, for ranges with
+// ragged edges, per app and over all apps.
+func TestStore_Stats_Totals(t *testing.T) {
+	url, pool := rtest.MustEventsDB(t)
+	end := time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC)
+	rtest.Seed(t, pool, rtest.Synthetic{Apps: []string{"a", "b"}, From: end.AddDate(0, 0, -70), To: end, MaxPerHour: 2})
+	s, err := postgres.Open(context.Background(), url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	for _, q := range []visualrenderer.Query{
+		{Dimension: visualrenderer.Country, Granularity: visualrenderer.Hour, From: end.AddDate(0, 0, -20).Add(7 * time.Hour), To: end.AddDate(0, 0, -3).Add(-5 * time.Hour)},
+		{Dimension: visualrenderer.Threat, AppID: "a", Granularity: visualrenderer.Hour, From: end.AddDate(0, 0, -9).Add(23 * time.Hour), To: end.AddDate(0, 0, -7).Add(time.Hour), Top: 2},
+		{Dimension: visualrenderer.OS, AppID: "b", Granularity: visualrenderer.Day, From: end.AddDate(0, 0, -65), To: end.AddDate(0, 0, -2)},
+		{Dimension: visualrenderer.DeviceModel, Granularity: visualrenderer.Day, From: end.AddDate(0, 0, -50), To: end, Top: 3},
+		{Dimension: visualrenderer.Country, Granularity: visualrenderer.Month, From: end.AddDate(0, -3, 0), To: end.AddDate(0, 1, 0)},
+	} {
+		q.From, q.To = q.Granularity.Truncate(q.From), q.Granularity.Truncate(q.To)
+		got, err := s.Stats(ctx, q)
+		if err != nil {
+			t.Fatalf("Stats(%+v): %v", q, err)
+		}
+		tbl, key := "facts.all_apps_events_by_"+string(q.Dimension)+"_per_"+string(q.Granularity), map[visualrenderer.Dimension]string{
+			visualrenderer.Country: "country", visualrenderer.DeviceModel: "(SELECT trim(manufacturer || ' ' || model) FROM facts.device_models_dim d WHERE d.id = device_model_id)",
+			visualrenderer.OS: "os", visualrenderer.Threat: "threat"}[q.Dimension]
+		filter := ""
+		if q.AppID != "" {
+			tbl, filter = "facts.events_by_"+string(q.Dimension)+"_per_"+string(q.Granularity), "AND app_id = '"+q.AppID+"'"
+		}
+		want := map[string]int64{}
+		points := map[string]int64{}
+		rows, err := pool.Query(ctx, `SELECT `+key+`, bucket::timestamptz, count FROM `+tbl+` WHERE bucket >= $1 AND bucket < $2 `+filter, q.From, q.To)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		for rows.Next() {
+			var k string
+			var b time.Time
+			var n int64
+			if err := rows.Scan(&k, &b, &n); err != nil {
+				t.Fatal(err)
+			}
+			want[k] += n
+			points[k+"@"+b.UTC().Format(time.RFC3339)] = n
+			total += n
+		}
+		rows.Close()
+		if got.Total != total || total == 0 {
+			t.Errorf("Stats(%+v).Total = %d, want %d (nonzero)", q, got.Total, total)
+		}
+		if q.Top == 0 && len(got.Series) != len(want) {
+			t.Errorf("Stats(%+v) has %d keys, want %d", q, len(got.Series), len(want))
+		}
+		for i, ser := range got.Series {
+			if ser.Total != want[ser.Key] {
+				t.Errorf("Stats(%+v) key %q total %d, want %d", q, ser.Key, ser.Total, want[ser.Key])
+			}
+			if i > 0 && (got.Series[i-1].Total < ser.Total) {
+				t.Errorf("Stats(%+v): series not ordered by total", q)
+			}
+			var sum int64
+			for _, p := range ser.Points {
+				if points[ser.Key+"@"+p.T.Format(time.RFC3339)] != p.Count {
+					t.Errorf("Stats(%+v) key %q point %s = %d, want %d", q, ser.Key, p.T, p.Count, points[ser.Key+"@"+p.T.Format(time.RFC3339)])
+				}
+				sum += p.Count
+			}
+			if sum != ser.Total {
+				t.Errorf("Stats(%+v) key %q points sum to %d, total %d", q, ser.Key, sum, ser.Total)
+			}
+		}
+	}
+}
