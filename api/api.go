@@ -30,6 +30,10 @@ var (
 	// does not serve it yet.
 	//go:embed identity.openapi.json
 	Identity []byte
+	// VisualRenderer is written from the code of services/visualrenderer;
+	// the service does not serve it yet.
+	//go:embed visualrenderer.openapi.json
+	VisualRenderer []byte
 )
 
 // Documents names every document by its service.
@@ -39,6 +43,8 @@ func Documents() map[string][]byte {
 		"tokens":      Tokens,
 		"auditlogger": AuditLogger,
 		"identity":    Identity,
+		// The visual renderer's pages answer HTML; its API, JSON.
+		"visualrenderer": VisualRenderer,
 	}
 }
 

@@ -18,6 +18,7 @@ require (
 	threatview/platform v0.0.0
 	threatview/sdk/go v0.0.0
 	threatview/tokens v0.0.0
+	threatview/visualrenderer v0.0.0
 )
 
 require (
@@ -58,4 +59,5 @@ replace (
 	threatview/platform => ../services/platform
 	threatview/sdk/go => ../sdk/go
 	threatview/tokens => ../services/tokens
+	threatview/visualrenderer => ../services/visualrenderer
 )

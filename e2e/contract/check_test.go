@@ -15,6 +15,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/content"
 
 	"threatview/api"
 )
@@ -55,7 +56,8 @@ func specFor(tb testing.TB, name string) *spec {
 	}
 	// Formats (date-time, uuid) are asserted; a body of a media type the
 	// operation does not declare is refused.
-	v, errs := validator.NewValidator(d, config.WithFormatAssertions(), config.WithStandardBodyDecoders(), config.WithRejectUnsupportedBodyContent())
+	v, errs := validator.NewValidator(d, config.WithFormatAssertions(), config.WithStandardBodyDecoders(),
+		config.WithBodyDecoder("image/*", content.BinaryDecoder()), config.WithRejectUnsupportedBodyContent())
 	if len(errs) > 0 {
 		tb.Fatalf("%s: build validator: %v", name, errs)
 	}
