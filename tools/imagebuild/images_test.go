@@ -6,8 +6,8 @@
 // shell; its binary is static and for its architecture; and on this machine's
 // architecture the binary runs from the image's own files (chroot into the
 // unpacked layers as UID 65532): --version for every command, a real
-// migration for migrate, and the tokens service started until /healthz
-// answers.
+// migration for migrate, the tokens service started until /healthz answers,
+// and the chart's helm test (smoketest) run against the local stack.
 //
 // Debian 12's podman (4.3.1, rootful, vfs storage) loads these archives
 // (`podman load -i NAME.oci.tar` gives localhost/threatview/NAME:VERSION) but
@@ -256,9 +256,44 @@ func runChecks(t *testing.T, root, name, version string) {
 	if got := strings.TrimSpace(stdout.String()); !strings.HasSuffix(got, " "+version) {
 		t.Errorf("%s --version printed %q, want \"... %s\"", name, got, version)
 	}
-	if name == "tokens" {
+	switch name {
+	case "tokens":
 		runService(t, ctx, root, name)
+	case "smoketest":
+		runSmoketest(t, root)
 	}
+}
+
+// runSmoketest runs the chart's helm test from its image against the local
+// stack: one event for the demo app, posted to the collector, must be counted
+// by the visual renderer.
+func runSmoketest(t *testing.T, root string) {
+	env := stackEnv(t, "THREATVIEW_COLLECTOR_URL", "THREATVIEW_RENDERER_URL", "THREATVIEW_DEMO_APP", "THREATVIEW_DEMO_TOKEN", "ADMIN_KEY")
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "THREATVIEW_COLLECTOR_URL":
+			env[i] = "SMOKE_COLLECTOR_URL=" + v
+		case "THREATVIEW_RENDERER_URL":
+			env[i] = "SMOKE_RENDERER_URL=" + v
+		case "THREATVIEW_DEMO_APP":
+			env[i] = "SMOKE_APP_ID=" + v
+		case "THREATVIEW_DEMO_TOKEN":
+			env[i] = "SMOKE_APP_TOKEN=" + v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	cmd := imageCommand(ctx, root, "smoketest", append(env, "SMOKE_TIMEOUT=90s"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("smoketest from the image against the local stack: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "counted after") {
+		t.Errorf("smoketest output:\n%s", out.String())
+	}
+	t.Logf("smoketest: %s", strings.TrimSpace(out.String()))
 }
 
 // stackEnv is the local stack's settings (make test sources .run/env).
