@@ -7,7 +7,8 @@
 -- facts.all_apps_<rollup> (bucket, key, count), kept by the aggregator in
 -- the same transaction: a query over all apps reads one row per bucket and
 -- key instead of one per app (a month of hourly counts over 100 apps is
--- 100 times fewer rows). The facts carry what the aggregator needs: facts.facts and
+-- 100 times fewer rows); an index on (key, bucket) reads the points of a
+-- few keys without the other keys' rows. The facts carry what the aggregator needs: facts.facts and
 -- the work queue get the threat types of the event (text[]); the queue and
 -- the staging table get app_id.
 --
@@ -110,6 +111,7 @@ BEGIN
                            'all_apps_' || old, g.type, k.col, k.type, k.col);
             EXECUTE format('INSERT INTO facts.%I (bucket, %I, count) SELECT bucket, %I, sum(count) FROM facts.%I GROUP BY 1, 2',
                            'all_apps_' || old, k.col, k.col, old);
+            EXECUTE format('CREATE INDEX %I ON facts.%I (%I, bucket) INCLUDE (count)', 'all_apps_' || old || '_by_key', 'all_apps_' || old, k.col);
         END LOOP;
         EXECUTE format('CREATE TABLE facts.%I (app_id text NOT NULL, bucket %s NOT NULL, threat text NOT NULL, count bigint NOT NULL, PRIMARY KEY (app_id, bucket, threat))',
                        'events_by_threat_per_' || g.name, g.type);
@@ -119,6 +121,7 @@ BEGIN
                        'all_apps_events_by_threat_per_' || g.name, g.type);
         EXECUTE format('INSERT INTO facts.%I (bucket, threat, count) SELECT bucket, threat, sum(count) FROM facts.%I GROUP BY 1, 2',
                        'all_apps_events_by_threat_per_' || g.name, 'events_by_threat_per_' || g.name);
+        EXECUTE format('CREATE INDEX %I ON facts.%I (threat, bucket) INCLUDE (count)', 'all_apps_events_by_threat_per_' || g.name || '_by_key', 'all_apps_events_by_threat_per_' || g.name);
     END LOOP;
 END
 $$;

@@ -7,6 +7,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,14 +130,35 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 	for i, t := range totals {
 		keys[i], index[t.Key] = t.Key, i
 	}
-	args := []any{q.From, q.To, keys}
+	// The keys in their column's type, so the (key, bucket) index serves.
+	var keyArg any = keys
+	if q.Dimension == visualrenderer.DeviceModel {
+		ids := make([]int32, len(keys))
+		for i, k := range keys {
+			n, err := strconv.ParseInt(k, 10, 32)
+			if err != nil {
+				return out, fmt.Errorf("stats: device model id %q: %w", k, err)
+			}
+			ids[i] = int32(n)
+		}
+		keyArg = ids
+	}
+	// The array in the column's type: compared as text, char(2) country
+	// codes would not use the index.
+	cond := map[visualrenderer.Dimension]string{
+		visualrenderer.Country:     "country = ANY($3::bpchar[])",
+		visualrenderer.DeviceModel: "device_model_id = ANY($3::int[])",
+		visualrenderer.OS:          "os = ANY($3::text[])",
+		visualrenderer.Threat:      "threat = ANY($3::text[])",
+	}[q.Dimension]
+	args := []any{q.From, q.To, keyArg}
 	filter := ""
 	if q.AppID != "" {
 		filter, args = "AND app_id = $4", append(args, q.AppID)
 	}
-	// sql: table, column and filter come from the fixed maps above, never from input.
+	// sql: table, columns and filter come from the fixed maps above, never from input.
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %[2]s, bucket::timestamptz, count FROM %[1]s
-		WHERE bucket >= $1 AND bucket < $2 AND %[2]s = ANY($3) %[3]s ORDER BY 1, 2`, table(q, q.Granularity), col, filter), args...)
+		WHERE bucket >= $1 AND bucket < $2 AND %[4]s %[3]s ORDER BY 1, 2`, table(q, q.Granularity), col, filter, cond), args...)
 	if err != nil {
 		return out, fmt.Errorf("stats %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
 	}
