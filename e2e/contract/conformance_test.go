@@ -96,7 +96,8 @@ func (c *caller) ops() {
 	st, b := c.call(true, http.MethodGet, "/openapi.json", "", nil, nil)
 	c.want("GET /openapi.json", st, 200, b)
 	if !bytes.Equal(b, api.Documents()[c.spec.name]) {
-		c.t.Errorf("%s serves an /openapi.json other than api/%s.openapi.json (restart it after changing the document)", c.spec.name, c.spec.name)
+		c.t.Errorf("%s serves an /openapi.json other than api/%s.openapi.json: a binary built before the document changed? "+
+			"(go build -o .run/bin/ ./services/%s/cmd/%s && scripts/stack.sh restart %s)", c.spec.name, c.spec.name, c.spec.name, c.spec.name, c.spec.name)
 	}
 	st, b = c.call(false, http.MethodGet, "/no/such/route", "", nil, nil)
 	c.want("GET /no/such/route", st, 404, b)
