@@ -46,6 +46,12 @@ type Broker struct {
 	idle time.Duration // how long a read waits before deciding a queue has no more messages
 }
 
+// BrowseLimit is how many messages an ActiveMQ queue browser sees at most
+// (the broker's maxBrowsePageSize, 400 by default, Amazon MQ's too): past
+// it the broker ends the browse as if the queue ended. A browse that
+// reaches it is therefore reported incomplete ("400+"), never as a depth.
+const BrowseLimit = 400
+
 // New returns a Broker; pub sends replayed messages (persistent, with receipt).
 func New(cfg mq.Config, pub *mq.Publisher, log *slog.Logger) *Broker {
 	return &Broker{cfg: cfg, pub: pub, log: log, idle: 2 * time.Second}
@@ -156,6 +162,7 @@ func (b *Broker) walk(ctx context.Context, queue string, f func(*stomp.Message) 
 	defer release(conn, raw, sub)
 	timeout := time.NewTimer(30 * time.Second)
 	defer timeout.Stop()
+	seen := 0
 	for {
 		select {
 		case m, ok := <-sub.C:
@@ -166,8 +173,9 @@ func (b *Broker) walk(ctx context.Context, queue string, f func(*stomp.Message) 
 				return false, fmt.Errorf("%w: browse %s: %v", admininterface.ErrUnavailable, queue, m.Err)
 			}
 			if m.Header.Get("browser") == "end" {
-				return true, nil
+				return seen < BrowseLimit, nil
 			}
+			seen++
 			if !f(m) {
 				return false, nil
 			}

@@ -153,3 +153,26 @@ func TestBroker_BrowseLongQueue(t *testing.T) {
 		t.Fatalf("Get beyond max = %v, want ErrNotFound", err)
 	}
 }
+
+// TestBroker_BrowseLimit: ActiveMQ ends a browse after 400 messages as if
+// the queue ended there. Browse reported such a queue complete (a depth of
+// 400) before it knew the limit; it must say 400+.
+func TestBroker_BrowseLimit(t *testing.T) {
+	b, pub := mustBroker(t)
+	ctx := context.Background()
+	q := testenv.Queue("admin.limit")
+	for i := 0; i < broker.BrowseLimit+100; i++ {
+		if err := pub.Send(ctx, q, []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = b.Purge(context.Background(), q, 1000) })
+	msgs, complete, err := b.Browse(ctx, q, 1000, false)
+	if err != nil || complete || len(msgs) < broker.BrowseLimit {
+		t.Fatalf("Browse of %d messages = %d, complete %v, %v; want at least %d and incomplete",
+			broker.BrowseLimit+100, len(msgs), complete, err, broker.BrowseLimit)
+	}
+	if n, err := b.Purge(ctx, q, 1000); err != nil || n != broker.BrowseLimit+100 {
+		t.Fatalf("Purge = %d, %v; want every message", n, err)
+	}
+}

@@ -63,8 +63,9 @@ func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
 	for _, q := range dlqQueues {
 		// Browsing walks from the head of the queue, so a page further on
 		// reads the pages before it too; the depth cap bounds the walk.
+		limit := min(s.opts.DepthCap, broker.BrowseLimit)
 		from, _ := strconv.Atoi(r.URL.Query().Get(q.Key + "_from"))
-		from = min(max(from, 0), s.opts.DepthCap)
+		from = min(max(from, 0), limit)
 		l := dlqList{dlqQueue: q, From: from, Prev: -1}
 		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, from+s.opts.DLQListMax, false)
 		if err != nil {
@@ -75,7 +76,7 @@ func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
 			l.Messages = msgs[from:]
 		}
 		l.Complete = complete
-		if !complete && from+s.opts.DLQListMax < s.opts.DepthCap {
+		if !complete && from+s.opts.DLQListMax < limit {
 			l.Next = from + s.opts.DLQListMax
 		}
 		if from > 0 {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"threatview/admininterface/broker"
 	"threatview/admininterface/upstream"
 	"threatview/platform/wire"
 )
@@ -121,6 +122,7 @@ type statusData struct {
 	Services               []serviceRow
 	Queues                 []queueRow
 	DepthCap               int
+	BrowseLimit            int
 	Lag                    string
 	EventsNow, RequestsNow float64
 	Points                 []RatePoint
@@ -130,7 +132,8 @@ type statusData struct {
 
 func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d := statusData{At: s.now(), DepthCap: s.opts.DepthCap, Lag: "unknown (processor metrics not read)"}
+	d := statusData{At: s.now(), DepthCap: s.opts.DepthCap, BrowseLimit: min(s.opts.DepthCap, broker.BrowseLimit),
+		Lag: "unknown (processor metrics not read)"}
 	rows := make([]serviceRow, len(s.opts.Targets))
 	metrics := make([][]upstream.Sample, len(s.opts.Targets))
 	var wg sync.WaitGroup
