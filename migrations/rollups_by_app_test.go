@@ -92,6 +92,25 @@ UNION ALL SELECT 'facts-threats:' || array_to_string(threats, ','), count(*) FRO
 			t.Errorf("after migrating, unexpected row %s = %d", k, got[k])
 		}
 	}
+
+	// Down keeps the counts over all apps; up again splits what facts show.
+	if _, err := p.ApplyVersion(ctx, 3, false); err != nil {
+		t.Fatalf("down 000003: %v", err)
+	}
+	var de, fr int
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT count FROM facts.events_by_country_per_hour WHERE bucket = date_trunc('hour', now()) AND country = 'DE'),
+		(SELECT count FROM facts.events_by_country_per_hour WHERE country = 'FR')`).Scan(&de, &fr); err != nil || de != 8 || fr != 4 {
+		t.Fatalf("after down: DE %d, FR %d, %v; want 8 and 4", de, fr, err)
+	}
+	if _, err := p.ApplyVersion(ctx, 3, true); err != nil {
+		t.Fatalf("up 000003 again: %v", err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT
+		(SELECT sum(count) FROM facts.events_by_country_per_hour WHERE bucket = date_trunc('hour', now()) AND country = 'DE'),
+		(SELECT count FROM facts.all_apps_events_by_country_per_hour WHERE bucket = date_trunc('hour', now()) AND country = 'DE')`).Scan(&de, &fr); err != nil || de != 8 || fr != 8 {
+		t.Fatalf("after up again: DE %d over apps, %d in the summary, %v; want 8", de, fr, err)
+	}
 }
 
 func mustExec(t *testing.T, db *sql.DB, q string) {
