@@ -58,6 +58,15 @@ func TestConformance_Identity(t *testing.T) {
 	c.want("me", st, 200, b)
 	st, b = c.call(true, "GET", "/v1/users", s.Access, nil, nil)
 	c.want("list users as an analyst", st, 403, b)
+	// The other services take the access token and check its role: an
+	// analyst may not manage tokens, and may read the audit trail only as
+	// an auditor (which the user is, since the PATCH above).
+	tc := newCaller(t, "tokens", env.TokensURL)
+	st, b = tc.call(true, "GET", "/v1/tokens", s.Access, nil, nil)
+	tc.want("list tokens as an analyst", st, 403, b)
+	ac := newCaller(t, "auditlogger", env.AuditURL)
+	st, b = ac.call(true, "GET", "/v1/audit?limit=1", s.Access, nil, nil)
+	ac.want("read the audit trail as an auditor", st, 200, b)
 	st, b = c.call(true, "GET", "/v1/me", "not-a-token", nil, nil)
 	c.want("me with a bad token", st, 401, b)
 	st, b = c.call(true, "POST", "/v1/refresh", "", js(map[string]string{"refresh_token": s.Refresh}), nil)
