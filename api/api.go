@@ -26,12 +26,10 @@ var (
 	Tokens []byte
 	//go:embed auditlogger.openapi.json
 	AuditLogger []byte
-	// Identity is written from the code of services/identity; the service
-	// does not serve it yet.
+	// Identity is the identity service's document.
 	//go:embed identity.openapi.json
 	Identity []byte
-	// VisualRenderer is written from the code of services/visualrenderer;
-	// the service does not serve it yet.
+	// VisualRenderer is the visual renderer's document.
 	//go:embed visualrenderer.openapi.json
 	VisualRenderer []byte
 )

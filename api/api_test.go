@@ -11,10 +11,7 @@ func TestOperations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Operations(%s) = %v", name, err)
 		}
-		want := []string{"GET /healthz", "GET /readyz", "GET /metrics"}
-		if name != "identity" && name != "visualrenderer" { // not served there yet
-			want = append(want, "GET /openapi.json")
-		}
+		want := []string{"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json"}
 		for _, want := range want {
 			if !slices.Contains(ops, want) {
 				t.Errorf("%s declares %v, want %q among them", name, ops, want)

@@ -9,16 +9,12 @@ import (
 )
 
 // TestConformance_VisualRenderer validates the stats API's and the charts'
-// real answers against api/visualrenderer.openapi.json. The service does
-// not serve its document yet.
+// real answers against api/visualrenderer.openapi.json.
 func TestConformance_VisualRenderer(t *testing.T) {
 	env := e2etest.MustEnv(t)
 	c := newCaller(t, "visualrenderer", testenv.MustEnv(t, "THREATVIEW_RENDERER_URL"))
 	demoApp := testenv.MustEnv(t, "THREATVIEW_DEMO_APP")
-	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
-		st, b := c.call(true, http.MethodGet, p, "", nil, nil)
-		c.want("GET "+p, st, 200, b)
-	}
+	c.ops()
 	for _, tc := range []struct {
 		valid  bool
 		path   string

@@ -51,9 +51,11 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	threatview/api v0.0.0
 )
 
 replace (
+	threatview/api => ../../api
 	threatview/migrations => ../../migrations
 	threatview/platform => ../platform
 )

@@ -44,9 +44,11 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	threatview/api v0.0.0
 )
 
 replace (
+	threatview/api => ../../api
 	threatview/migrations => ../../migrations
 	threatview/platform => ../platform
 )

@@ -35,6 +35,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"threatview/api"
 	"time"
 	"unicode/utf8"
 
@@ -100,6 +101,7 @@ func New(svc *identity.Service, opts Options, reg *prometheus.Registry, checks m
 	r.Use(httpserver.Instrument(reg, "identity"))
 	r.Use(noStore)
 	httpserver.MountOps(r, reg, checks)
+	httpserver.MountSpec(r, api.Identity)
 	r.Get("/.well-known/jwks.json", h.jwks)
 	r.Post("/v1/login", h.login)
 	r.Post("/v1/refresh", h.refresh)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"threatview/api"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -50,6 +51,7 @@ func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, check
 	r.NotFound(httpserver.NotFound)
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 	httpserver.MountOps(r, reg, checks)
+	httpserver.MountSpec(r, api.VisualRenderer)
 	static, _ := fs.Sub(web.Static, "static")
 	r.Handle("/static/*", http.StripPrefix("/static/", cacheFor(time.Hour, http.FileServerFS(static))))
 	r.Get("/favicon.ico", func(w http.ResponseWriter, r *http.Request) {
