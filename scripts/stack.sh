@@ -843,7 +843,10 @@ main() {
     env) need_root; ensure_dirs; write_env; cat "$ENVFILE" ;;
     start) [ -n "${1:-}" ] || die "usage: $0 start NAME"; start_comp "$1" ;;
     stop) [ -n "${1:-}" ] || die "usage: $0 stop NAME"; stop_comp "$1" ;;
-    restart) [ -n "${1:-}" ] || die "usage: $0 restart NAME"; stop_comp "$1"; start_comp "$1" ;;
+    restart) # a service is rebuilt from the tree first, so a restart runs the current code
+      [ -n "${1:-}" ] || die "usage: $0 restart NAME"
+      if is_service "$1" && svc_exists "$1"; then build_services "$1"; fi
+      stop_comp "$1"; start_comp "$1" ;;
     kill9) [ -n "${1:-}" ] || die "usage: $0 kill9 NAME"; all_names | grep -qx "$1" || die "unknown component: $1"; kill9_comp "$1" ;;
     gotest) cmd_gotest "$@" ;;
     fuzz) cmd_fuzz ;;
