@@ -708,7 +708,10 @@ Threat View local stack is up (state in .run/, logs in .run/log/):
   mariadb    127.0.0.1:$MARIADB_PORT   dbs audit, tokens, identity (user/pass threatview)
   activemq   STOMP 127.0.0.1:$STOMP_PORT (OpenWire 127.0.0.1:$OPENWIRE_PORT)
   collector :8080  auditlogger :8081  processor :8082  tokens :8083  auditworker :8084
+  identity :8085  visualrenderer :8086  admininterface :8087
 
+Admin interface: http://127.0.0.1:8087 (sign in as the first admin person below)
+Dashboards:      http://127.0.0.1:8086 (or through the admin interface)
 First admin person: admin on identity :8085 (password in .run/env as THREATVIEW_ADMIN_PASSWORD)
 Demo app: demo-app, token ${DEMO_TOKEN:-(not created: is the tokens service up?)}
 (also in .run/env as THREATVIEW_DEMO_APP and THREATVIEW_DEMO_TOKEN)
