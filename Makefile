@@ -46,12 +46,10 @@ images-test: ## make up, make images, then run every image's binary from its own
 	set -a; . .run/env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; bash scripts/images.sh test
 
 bench: ## load benchmark (scripts/bench.sh)
-	@if [ -f scripts/bench.sh ]; then set -a; . .run/env; set +a; bash scripts/bench.sh; \
-	else echo "make bench: scripts/bench.sh does not exist yet" >&2; exit 1; fi
+	@set -a; . .run/env; set +a; bash scripts/bench.sh
 
 chaos: ## failure tests (scripts/chaos.sh)
-	@if [ -f scripts/chaos.sh ]; then set -a; . .run/env; set +a; bash scripts/chaos.sh; \
-	else echo "make chaos: scripts/chaos.sh does not exist yet" >&2; exit 1; fi
+	@set -a; . .run/env; set +a; bash scripts/chaos.sh
 
 fuzz: ## run every Fuzz target for FUZZTIME (default 30s); scripts/fuzz.sh if present
 	@if [ -f scripts/fuzz.sh ]; then bash scripts/fuzz.sh; \
