@@ -85,9 +85,9 @@ func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
 func Normalize(r *wire.AuditRecord, keepBody bool) {
 	// The column keeps microseconds; the stored time is the dedup key.
 	r.Time = r.Time.UTC().Truncate(time.Microsecond)
-	r.Resource = truncate(r.Resource, MaxResource)
-	r.UserAgent = truncate(r.UserAgent, MaxUserAgent)
-	r.RequestID = truncate(r.RequestID, MaxRequestID)
+	r.Resource = wire.Truncate(r.Resource, MaxResource)
+	r.UserAgent = wire.Truncate(r.UserAgent, MaxUserAgent)
+	r.RequestID = wire.Truncate(r.RequestID, MaxRequestID)
 	if !keepBody {
 		r.Body = nil
 	}
@@ -196,17 +196,6 @@ func unhex(c byte) byte {
 	default:
 		return c - 'A' + 10
 	}
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // Filter selects stored records; zero fields do not filter. Records come in

@@ -10,8 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
-
 	"threatview/platform/wire"
 )
 
@@ -229,7 +227,7 @@ func (in *Input) validate(i int) error {
 		return bad("app.id", "is required")
 	case len(in.App.ID) > maxIDLen:
 		return bad("app.id", fmt.Sprintf("is longer than %d bytes", maxIDLen))
-	case len(in.EventID) > 0 && !isCanonicalUUID(in.EventID):
+	case len(in.EventID) > 0 && !wire.IsUUID(in.EventID):
 		return bad("event_id", "must be a UUID (8-4-4-4-12 hex)")
 	case !isJSONKind(in.Threats, '['):
 		return bad("threats", "must be an array")
@@ -298,14 +296,6 @@ func (in *Input) validate(i int) error {
 		return bad(se.Field, se.Reason)
 	}
 	return nil
-}
-
-func isCanonicalUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	_, err := uuid.Parse(s)
-	return err == nil
 }
 
 // isJSONKind reports whether raw is absent, null, or starts with open.

@@ -2,10 +2,7 @@ package publish_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,182 +10,48 @@ import (
 	"threatview/collector/publish"
 )
 
-// recorder is a SendFunc that keeps every message and can be held shut.
-type recorder struct {
-	mu      sync.Mutex
-	msgs    [][]byte
-	gate    chan struct{} // when not nil, each send waits for a value
-	entered chan struct{} // when not nil, each send signals its start
-	deaf    bool          // wait for the gate even past the deadline
-	err     error
-}
-
-func (r *recorder) send(ctx context.Context, body []byte, items int) error {
-	if r.entered != nil {
-		r.entered <- struct{}{}
+// The Group's own errors (no free slot in time) reach the API as
+// collector.ErrUnavailable, so they become 503.
+func TestNew_ErrTimeout(t *testing.T) {
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	g := publish.New(publish.Options{Concurrency: 1, Timeout: 100 * time.Millisecond},
+		func(context.Context, []byte, int) error { entered <- struct{}{}; <-gate; return nil })
+	a := g.Add([]byte("1"), 1)
+	<-entered // a holds the only slot
+	if err := g.Add([]byte("2"), 1).Wait(); !errors.Is(err, publish.ErrTimeout) || !errors.Is(err, collector.ErrUnavailable) {
+		t.Fatalf("Wait = %v, want ErrTimeout wrapping collector.ErrUnavailable", err)
 	}
-	if r.gate != nil && r.deaf {
-		<-r.gate
-	} else if r.gate != nil {
-		select {
-		case <-r.gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	close(gate)
+	if err := a.Wait(); err != nil {
+		t.Fatalf("held send = %v", err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.msgs = append(r.msgs, append([]byte(nil), body...))
-	return r.err
 }
 
-func (r *recorder) messages(t *testing.T) [][]int {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out [][]int
-	for _, m := range r.msgs {
-		var b struct {
-			Events []int `json:"events"`
-		}
-		if err := json.Unmarshal(m, &b); err != nil {
-			t.Fatalf("message %s is not JSON: %v", m, err)
-		}
-		out = append(out, b.Events)
-	}
-	return out
-}
-
-func opts() publish.Options {
-	return publish.Options{Prefix: `{"events":[`, Suffix: publish.Suffix, Concurrency: 1, Timeout: 5 * time.Second}
-}
-
-func TestGroup_Add(t *testing.T) {
-	t.Run("OK coalesces while the slot is busy", func(t *testing.T) {
-		rec := &recorder{gate: make(chan struct{}), entered: make(chan struct{}, 10)}
-		g := publish.New(opts(), rec.send)
-		first := g.Add([]byte("0"), 1)
-		<-rec.entered // the first message holds the only slot
-		var tickets []publish.Ticket
-		for i := 1; i <= 10; i++ {
-			tickets = append(tickets, g.Add([]byte(fmt.Sprintf("%d,%d", 10*i, 10*i+1)), 2))
-		}
-		rec.gate <- struct{}{}
-		rec.gate <- struct{}{}
-		if err := first.Wait(); err != nil {
-			t.Fatalf("Wait = %v", err)
-		}
-		for _, tk := range tickets {
+func TestNewPaired(t *testing.T) {
+	t.Run("OK", func(t *testing.T) {
+		var body, aux string
+		var items, auxItems int
+		g := publish.NewPaired(publish.Options{Prefix: "[", AuxPrefix: "{", Suffix: "]", Window: 20 * time.Millisecond},
+			func(_ context.Context, b []byte, n int, a []byte, an int) error {
+				body, items, aux, auxItems = string(b), n, string(a), an
+				return nil
+			})
+		t1 := g.AddPair([]byte(`1,2`), 2, []byte(`"a"`))
+		t2 := g.AddPair([]byte(`3`), 1, nil)
+		for _, tk := range []publish.Ticket{t1, t2} {
 			if err := tk.Wait(); err != nil {
 				t.Fatalf("Wait = %v", err)
 			}
 		}
-		msgs := rec.messages(t)
-		if len(msgs) != 2 || len(msgs[0]) != 1 || len(msgs[1]) != 20 {
-			t.Fatalf("messages = %v, want [0] then all 20 events in one", msgs)
+		if body != "[1,2,3]" || items != 3 || aux != `{"a"]` || auxItems != 1 {
+			t.Fatalf("sent (%q, %d, %q, %d), want (\"[1,2,3]\", 3, `{\"a\"]`, 1)", body, items, aux, auxItems)
 		}
 	})
-	t.Run("OK caps start a new message without splitting a request", func(t *testing.T) {
-		rec := &recorder{gate: make(chan struct{})}
-		o := opts()
-		o.MaxItems = 5
-		g := publish.New(o, rec.send)
-		var tickets []publish.Ticket
-		for i := 0; i < 6; i++ { // 6 requests of 2 items: messages of 2+2, 2+2, 2+2
-			tickets = append(tickets, g.Add([]byte(fmt.Sprintf("%d,%d", 2*i, 2*i+1)), 2))
-		}
-		close(rec.gate)
-		for _, tk := range tickets {
-			if err := tk.Wait(); err != nil {
-				t.Fatalf("Wait = %v", err)
-			}
-		}
-		total := 0
-		for _, m := range rec.messages(t) {
-			if len(m) > 5 || len(m)%2 != 0 {
-				t.Fatalf("message %v breaks the cap or splits a request", m)
-			}
-			for j := 0; j < len(m); j += 2 {
-				if m[j+1] != m[j]+1 || m[j]%2 != 0 {
-					t.Fatalf("message %v split a request", m)
-				}
-			}
-			total += len(m)
-		}
-		if total != 12 {
-			t.Fatalf("sent %d events, want 12", total)
-		}
-	})
-	t.Run("ErrSend reaches every request of the message", func(t *testing.T) {
-		boom := errors.New("broker down")
-		rec := &recorder{gate: make(chan struct{}), entered: make(chan struct{}, 10), err: boom}
-		g := publish.New(opts(), rec.send)
-		a := g.Add([]byte("1"), 1)
-		<-rec.entered
-		b := g.Add([]byte("2"), 1)
-		c := g.Add([]byte("3"), 1)
-		close(rec.gate)
-		for _, tk := range []publish.Ticket{a, b, c} {
-			if err := tk.Wait(); !errors.Is(err, boom) {
-				t.Fatalf("Wait = %v, want %v", err, boom)
-			}
-		}
-	})
-	t.Run("ErrTimeout waiting for a slot", func(t *testing.T) {
-		rec := &recorder{gate: make(chan struct{}), entered: make(chan struct{}, 10), deaf: true}
-		o := opts()
-		o.Timeout = 100 * time.Millisecond
-		g := publish.New(o, rec.send)
-		a := g.Add([]byte("1"), 1)
-		<-rec.entered // a holds the only slot until the gate opens
-		b := g.Add([]byte("2"), 1)
-		if err := b.Wait(); !errors.Is(err, publish.ErrTimeout) || !errors.Is(err, collector.ErrUnavailable) {
-			t.Fatalf("Wait = %v, want ErrTimeout", err)
-		}
-		close(rec.gate)
-		if err := a.Wait(); err != nil {
-			t.Fatalf("held send = %v", err)
-		}
-	})
-	t.Run("OK window gathers requests", func(t *testing.T) {
-		rec := &recorder{}
-		o := opts()
-		o.Window = 200 * time.Millisecond
-		o.Concurrency = 4
-		g := publish.New(o, rec.send)
-		var wg sync.WaitGroup
-		for i := 0; i < 20; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := g.Add([]byte(fmt.Sprint(i)), 1).Wait(); err != nil {
-					t.Errorf("Wait = %v", err)
-				}
-			}()
-		}
-		wg.Wait()
-		g.Flush()
-		msgs := rec.messages(t)
-		n := 0
-		for _, m := range msgs {
-			n += len(m)
-		}
-		if n != 20 || len(msgs) >= 20 {
-			t.Fatalf("%d events in %d messages, want 20 in fewer than 20", n, len(msgs))
-		}
-	})
-}
-
-func BenchmarkGroup(b *testing.B) {
-	g := publish.New(publish.Options{Prefix: `{"events":[`, Suffix: publish.Suffix, Concurrency: 4},
-		func(context.Context, []byte, int) error { return nil })
-	frag := []byte(`{"id":"0190f0a8-1234-7abc-8def-0123456789ab","type":"app.startup"}`)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := g.Add(frag, 1).Wait(); err != nil {
-				b.Fatal(err)
-			}
+	t.Run("UnpairedGroup", func(t *testing.T) {
+		g := publish.New(publish.Options{AuxPrefix: "{"}, func(context.Context, []byte, int) error { return nil })
+		if err := g.AddPair([]byte(`1`), 1, []byte(`"a"`)).Wait(); err == nil {
+			t.Fatalf("AddPair on New's group = nil, want an error (nothing would keep the pair)")
 		}
 	})
 }

@@ -1,32 +1,24 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"threatview/collector"
+	"threatview/platform/auditclient"
 	"threatview/platform/mq"
 	"threatview/platform/wire"
 )
 
-// Sender is the part of mq.Publisher the broker sender needs.
-type Sender interface {
-	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
-}
-
 // Envelope prefixes and suffixes of the wire formats (events: version
 // wire.EventsVersion, each fragment one request, see
-// collector.AppendRequest; audit: wire.AuditBatch, version 1).
+// collector.AppendRequest; audit: wire.AuditBatch). Both end with Suffix.
 const (
 	EventsPrefix = wire.EventsPrefix
-	AuditPrefix  = `{"v":1,"records":[`
-	Suffix       = `]}`
+	AuditPrefix  = wire.AuditPrefix
+	Suffix       = wire.EventsSuffix
 )
 
 // ToBroker returns a SendFunc that publishes each message to dest as one
@@ -37,7 +29,7 @@ const (
 // times in all: nothing was written, and a fresh connection usually works.
 // A slow failure (receipt timeout) is not retried; it may have been kept, and
 // the client's retry after 503 is the safer place to send it again.
-func ToBroker(p Sender, dest string, attempts int) SendFunc {
+func ToBroker(p mq.Sender, dest string, attempts int) SendFunc {
 	if attempts < 1 {
 		attempts = 1
 	}
@@ -106,25 +98,12 @@ func ToBrokerTx(p TxSender, eventsDest, auditDest string, attempts int) PairSend
 const fastFailure = 250 * time.Millisecond
 
 // ToAuditLogger returns a SendFunc that POSTs each message (a
-// wire.AuditBatch) to baseURL/v1/audit with the internal key. Anything but
-// a 2xx answer wraps collector.ErrUnavailable.
-func ToAuditLogger(baseURL, key string, hc *http.Client) SendFunc {
-	url := strings.TrimRight(baseURL, "/") + "/v1/audit"
+// wire.AuditBatch) to the audit logger. Anything but a 2xx answer wraps
+// collector.ErrUnavailable.
+func ToAuditLogger(c *auditclient.Client) SendFunc {
 	return func(ctx context.Context, body []byte, items int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
+		if err := c.Post(ctx, body); err != nil {
 			return fmt.Errorf("audit %d records: %w: %w", items, collector.ErrUnavailable, err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return fmt.Errorf("audit %d records: %w: %w", items, collector.ErrUnavailable, err)
-		}
-		defer resp.Body.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		if resp.StatusCode/100 != 2 {
-			return fmt.Errorf("audit %d records: %w: audit logger answered %d: %s", items, collector.ErrUnavailable, resp.StatusCode, bytes.TrimSpace(msg))
 		}
 		return nil
 	}

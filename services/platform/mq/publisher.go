@@ -26,6 +26,15 @@ type Publisher struct {
 	seq   atomic.Uint64
 }
 
+// Sender sends one persistent message and returns after the broker's
+// receipt; errors wrap ErrUnavailable. Publisher is the Sender of the
+// services; tests give fakes.
+type Sender interface {
+	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
+}
+
+var _ Sender = (*Publisher)(nil)
+
 // Message is one message of a transaction (see SendTx).
 type Message struct {
 	Dest    string

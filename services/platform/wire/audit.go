@@ -32,6 +32,13 @@ type AuditBatch struct {
 	Records []AuditRecord `json:"records"`
 }
 
+// Framing of an AuditBatch written by hand (group commit): AuditPrefix,
+// the records (AuditRecord objects) joined by commas, AuditSuffix.
+const (
+	AuditPrefix = `{"v":1,"records":[`
+	AuditSuffix = `]}`
+)
+
 // Validate checks one record; the error names the field.
 func (r AuditRecord) Validate() error {
 	switch {

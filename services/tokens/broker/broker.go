@@ -9,24 +9,19 @@ import (
 	"fmt"
 	"time"
 
+	"threatview/platform/mq"
 	"threatview/platform/wire"
 	"threatview/tokens"
 )
 
-// Sender sends one persistent message and returns after the broker's
-// receipt (mq.Publisher).
-type Sender interface {
-	Send(ctx context.Context, dest string, body []byte, headers map[string]string) error
-}
-
 // Announcer publishes revocations on a topic.
 type Announcer struct {
-	send  Sender
+	send  mq.Sender
 	topic string
 }
 
 // New returns an Announcer publishing on topic through send.
-func New(send Sender, topic string) *Announcer { return &Announcer{send: send, topic: topic} }
+func New(send mq.Sender, topic string) *Announcer { return &Announcer{send: send, topic: topic} }
 
 // Announce publishes t's revocation as a persistent message and returns
 // after the broker's receipt. Errors wrap tokens.ErrNotAnnounced.

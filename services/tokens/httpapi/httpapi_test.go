@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"threatview/migrations"
+	"threatview/platform/auditclient"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
 	"threatview/platform/wire"
 	"threatview/tokens"
-	"threatview/tokens/auditlog"
 	"threatview/tokens/httpapi"
 	"threatview/tokens/mariadb"
 )
@@ -61,7 +61,7 @@ func newEnvAnnouncing(t *testing.T, auditURL string, announce tokens.Announcer) 
 	store := mariadb.New(db)
 	var auditor tokens.Auditor
 	if auditURL != "" {
-		auditor = auditlog.New(auditURL, internalKey, 2*time.Second, nil)
+		auditor = auditclient.New(auditURL, internalKey, auditclient.Options{Timeout: 2 * time.Second, Unavailable: tokens.ErrAuditUnavailable})
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc := tokens.NewService(store, auditor, announce, time.Hour, log)

@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"threatview/migrations"
+	"threatview/platform/auditclient"
 	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
 	"threatview/tokens"
-	"threatview/tokens/auditlog"
 	"threatview/tokens/httpapi"
 	"threatview/tokens/mariadb"
 )
@@ -43,7 +43,7 @@ func TestAPI_People(t *testing.T) {
 	people := authz.NewVerifier(authz.StaticKeys{authz.KeyID(pub): pub})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := mariadb.New(db)
-	svc := tokens.NewService(store, auditlog.New(audit.URL, internalKey, 2*time.Second, nil), nil, time.Hour, log)
+	svc := tokens.NewService(store, auditclient.New(audit.URL, internalKey, auditclient.Options{Timeout: 2 * time.Second, Unavailable: tokens.ErrAuditUnavailable}), nil, time.Hour, log)
 	srv := httptest.NewServer(httpapi.New(svc, httpapi.Keys{Admin: adminKey, Internal: internalKey, People: people},
 		httpserver.NewRegistry(), map[string]httpserver.Check{"database": store.Ping}, log))
 	defer srv.Close()

@@ -16,6 +16,7 @@ import (
 	"threatview/collector/httpapi"
 	"threatview/collector/publish"
 	"threatview/collector/tokenauth"
+	"threatview/platform/auditclient"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
@@ -106,7 +107,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 
 	var audit *publish.Group
 	if cfg.AuditURL != "" {
-		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 		audit = publish.New(publish.Options{
 			Prefix:      publish.AuditPrefix,
 			Suffix:      publish.Suffix,
@@ -116,7 +116,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 			Concurrency: 8,
 			Timeout:     cfg.AuditTimeout,
 			Observe:     metrics.ObserveAudit,
-		}, publish.ToAuditLogger(cfg.AuditURL, cfg.InternalKey, hc))
+		}, publish.ToAuditLogger(auditclient.New(cfg.AuditURL, cfg.InternalKey, auditclient.Options{})))
 		defer audit.Flush()
 	} else {
 		log.Warn("AUDITLOGGER_SERVICE_URL is blank: auditing is off")

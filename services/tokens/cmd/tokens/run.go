@@ -8,13 +8,13 @@ import (
 	"sync"
 	"time"
 
+	"threatview/platform/auditclient"
 	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/platform/mq"
 	"threatview/tokens"
-	"threatview/tokens/auditlog"
 	"threatview/tokens/broker"
 	"threatview/tokens/httpapi"
 	"threatview/tokens/mariadb"
@@ -42,8 +42,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	var auditor tokens.Auditor
 	if cfg.AuditURL != "" {
-		auditor = auditlog.New(cfg.AuditURL, cfg.InternalKey, cfg.AuditTimeout, &http.Client{
-			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second},
+		auditor = auditclient.New(cfg.AuditURL, cfg.InternalKey, auditclient.Options{
+			Timeout:     cfg.AuditTimeout,
+			Unavailable: tokens.ErrAuditUnavailable,
+			HTTP:        &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}},
 		})
 	} else {
 		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
