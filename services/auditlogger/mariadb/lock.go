@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"threatview/platform/pipeline"
 )
 
 // LockBase is the name of the worker's lock; the database name is appended
@@ -75,12 +78,49 @@ func Acquire(ctx context.Context, db *sql.DB, name string, wait time.Duration, o
 			return nil, ctx.Err()
 		}
 		// The connection failed: back off and start over on a fresh one.
-		select {
-		case <-ctx.Done():
+		if !pipeline.Sleep(ctx, time.Second) {
 			return nil, ctx.Err()
-		case <-time.After(time.Second):
 		}
 	}
+}
+
+// WorkerLock is the audit worker's pipeline.Locker: the named lock of the
+// database it is connected to (see LockName), taken with Acquire.
+type WorkerLock struct {
+	db   *sql.DB
+	wait time.Duration
+	log  *slog.Logger
+	name string
+}
+
+// NewWorkerLock returns the worker lock of db; each GET_LOCK call waits at
+// most wait.
+func NewWorkerLock(db *sql.DB, wait time.Duration, log *slog.Logger) *WorkerLock {
+	return &WorkerLock{db: db, wait: wait, log: log}
+}
+
+// Acquire waits until it holds the worker lock or ctx ends, logging once
+// that another instance holds it.
+func (w *WorkerLock) Acquire(ctx context.Context) (pipeline.Lease, error) {
+	if w.name == "" {
+		name, err := LockName(ctx, w.db)
+		if err != nil {
+			return nil, err
+		}
+		w.name = name
+	}
+	w.log.Info("waiting for worker lock", "lock", w.name)
+	warned := false
+	l, err := Acquire(ctx, w.db, w.name, w.wait, func() {
+		if !warned {
+			w.log.Info("worker lock held by another instance; standing by", "lock", w.name)
+			warned = true
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // Name returns the lock's name.

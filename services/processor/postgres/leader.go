@@ -2,92 +2,50 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/platform/pipeline"
 )
 
 // LockKey is the advisory lock only the active processor holds. Advisory
 // locks are per database, so it is one lock per events DB.
 const LockKey int64 = 0x74767072_6f63 // "tvproc"
 
-// Leader makes one replica at a time the active one with a session-level
-// advisory lock held on a connection of its own: when the holder dies its
-// connection closes, Postgres releases the lock, and a waiting replica
-// takes it on its next try.
-type Leader struct {
+// AdvisoryLock is the processor's pipeline.Locker: a session-level
+// advisory lock held on a connection of its own. When the holder dies its
+// connection closes, Postgres releases the lock, and a waiting replica takes
+// it on its next try.
+type AdvisoryLock struct {
 	url  string
 	key  int64
 	poll time.Duration
 	log  *slog.Logger
-	held atomic.Bool
 }
 
-// NewLeader returns a Leader for the database at url that tries the lock,
-// and checks the connection holding it, every poll.
-func NewLeader(url string, key int64, poll time.Duration, log *slog.Logger) *Leader {
-	return &Leader{url: url, key: key, poll: poll, log: log}
+// NewAdvisoryLock returns the lock key of the database at url, tried every
+// poll while another replica holds it.
+func NewAdvisoryLock(url string, key int64, poll time.Duration, log *slog.Logger) *AdvisoryLock {
+	return &AdvisoryLock{url: url, key: key, poll: poll, log: log}
 }
 
-// ErrNotLeader is returned by Ready while this replica does not hold the lock.
-var ErrNotLeader = errors.New("not the leader")
-
-// Ready reports whether this replica holds the lock (for /readyz).
-func (l *Leader) Ready(context.Context) error {
-	if !l.held.Load() {
-		return ErrNotLeader
-	}
-	return nil
+// NewLeader returns the processor's leader loop: the advisory lock key,
+// tried every poll, and its connection checked every poll. gauge, when not
+// nil, is 1 while this replica leads.
+func NewLeader(url string, key int64, poll time.Duration, gauge prometheus.Gauge, log *slog.Logger) *pipeline.Leader {
+	return pipeline.NewLeader(NewAdvisoryLock(url, key, poll, log), pipeline.LeaderConfig{
+		Name: "leader lock", CheckEvery: poll, CheckTimeout: max(poll, 2*time.Second), Gauge: gauge,
+	}, log)
 }
 
-// Run waits for the lock and calls fn while holding it. fn's context is
-// cancelled when the connection holding the lock fails (the lock may be
-// another replica's by then) or ctx ends; fn must then return promptly.
-// After losing the lock Run waits for it again. Run returns nil when ctx
-// ends, or fn's error when fn fails while still holding the lock.
-func (l *Leader) Run(ctx context.Context, fn func(context.Context) error) error {
-	for {
-		conn, err := l.acquire(ctx)
-		if err != nil {
-			return nil // ctx ended
-		}
-		l.held.Store(true)
-		l.log.Info("leader lock acquired")
-		fctx, cancel := context.WithCancel(ctx)
-		var lost atomic.Bool
-		watched := make(chan struct{})
-		go func() {
-			defer close(watched)
-			l.watch(fctx, conn, &lost)
-			if lost.Load() {
-				l.held.Store(false) // before fn hears of it
-			}
-			cancel()
-		}()
-		err = fn(fctx)
-		cancel()
-		<-watched
-		l.held.Store(false)
-		l.release(conn, lost.Load())
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case lost.Load():
-			l.log.Warn("leader lock lost, waiting to take it again")
-		case err != nil:
-			return err
-		default:
-			return nil
-		}
-	}
-}
-
-// acquire connects and tries the lock every poll until it holds it or ctx ends.
-func (l *Leader) acquire(ctx context.Context) (*pgx.Conn, error) {
+// Acquire connects and tries the lock every poll until it holds it or ctx
+// ends.
+func (l *AdvisoryLock) Acquire(ctx context.Context) (pipeline.Lease, error) {
 	var conn *pgx.Conn
 	waiting := false
 	for {
@@ -108,24 +66,22 @@ func (l *Leader) acquire(ctx context.Context) (*pgx.Conn, error) {
 				closeConn(conn)
 				conn = nil
 			case ok:
-				return conn, nil
+				return &advisoryLease{conn: conn, key: l.key, log: l.log}, nil
 			case !waiting:
 				l.log.Info("another processor holds the leader lock, waiting")
 				waiting = true
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if !pipeline.Sleep(ctx, l.poll) {
 			if conn != nil {
 				closeConn(conn)
 			}
 			return nil, ctx.Err()
-		case <-time.After(l.poll):
 		}
 	}
 }
 
-func (l *Leader) connect(ctx context.Context) (*pgx.Conn, error) {
+func (l *AdvisoryLock) connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(l.url)
 	if err != nil {
 		return nil, fmt.Errorf("parse EVENTS_DATABASE_URL: %w", err)
@@ -136,37 +92,33 @@ func (l *Leader) connect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// watch pings the lock's connection every poll and returns when ctx ends
-// or the ping fails (setting lost).
-func (l *Leader) watch(ctx context.Context, conn *pgx.Conn, lost *atomic.Bool) {
-	t := time.NewTicker(l.poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pctx, cancel := context.WithTimeout(ctx, max(l.poll, 2*time.Second))
-		_, err := conn.Exec(pctx, "SELECT 1")
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			l.log.Error("leader lock connection failed, stopping", "err", err)
-			lost.Store(true)
-			return
-		}
-	}
+// advisoryLease is a held advisory lock.
+type advisoryLease struct {
+	conn *pgx.Conn
+	key  int64
+	log  *slog.Logger
+	lost atomic.Bool
 }
 
-func (l *Leader) release(conn *pgx.Conn, lost bool) {
-	if !lost {
+// Check pings the lock's connection: the lock lives as long as it does.
+func (a *advisoryLease) Check(ctx context.Context) error {
+	if _, err := a.conn.Exec(ctx, "SELECT 1"); err != nil {
+		a.lost.Store(true)
+		return fmt.Errorf("leader lock connection: %w", err)
+	}
+	return nil
+}
+
+// Release unlocks (unless the connection was lost) and closes the connection.
+func (a *advisoryLease) Release() {
+	if !a.lost.Load() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key); err != nil {
-			l.log.Warn("leader lock release failed; closing its connection releases it", "err", fmt.Sprint(err))
+		if _, err := a.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", a.key); err != nil {
+			a.log.Warn("leader lock release failed; closing its connection releases it", "err", fmt.Sprint(err))
 		}
 		cancel()
 	}
-	closeConn(conn)
+	closeConn(a.conn)
 }
 
 func closeConn(c *pgx.Conn) {

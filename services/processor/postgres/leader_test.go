@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"threatview/platform/pipeline"
 	"threatview/processor/internal/pgtest"
 	"threatview/processor/postgres"
 )
 
 // runLeader runs l in the background; running receives fn's context each
 // time l becomes leader, and fn blocks until that context ends.
-func runLeader(t *testing.T, ctx context.Context, l *postgres.Leader) (running chan context.Context, done chan error) {
+func runLeader(t *testing.T, ctx context.Context, l *pipeline.Leader) (running chan context.Context, done chan error) {
 	t.Helper()
 	running = make(chan context.Context, 4)
 	done = make(chan error, 1)
@@ -46,8 +47,8 @@ func TestLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	a := postgres.NewLeader(url, postgres.LockKey, poll, log)
-	b := postgres.NewLeader(url, postgres.LockKey, poll, log)
+	a := postgres.NewLeader(url, postgres.LockKey, poll, nil, log)
+	b := postgres.NewLeader(url, postgres.LockKey, poll, nil, log)
 	aRunning, aDone := runLeader(t, ctx, a)
 	aCtx := waitCtx(t, aRunning, "first replica")
 	if err := a.Ready(ctx); err != nil {
@@ -66,7 +67,7 @@ func TestLeader(t *testing.T) {
 		default:
 		}
 	}
-	if err := b.Ready(ctx); !errors.Is(err, postgres.ErrNotLeader) {
+	if err := b.Ready(ctx); !errors.Is(err, pipeline.ErrNotLeader) {
 		t.Fatalf("standby Ready = %v, want ErrNotLeader", err)
 	}
 

@@ -13,13 +13,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/auditlogger"
-	"threatview/auditlogger/consumer"
 	"threatview/auditlogger/mariadb"
 	"threatview/migrations"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/platform/mq"
+	"threatview/platform/pipeline"
+	"threatview/platform/wire"
 )
 
 var version = "dev"
@@ -46,19 +47,23 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	store := mariadb.New(db)
 
 	reg := httpserver.NewRegistry()
-	leader := prometheus.NewGauge(prometheus.GaugeOpts{
+	leaderGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "auditworker_leader",
 		Help: "1 while this instance holds the worker lock and consumes.",
 	})
-	reg.MustRegister(leader, prometheus.NewCounterFunc(prometheus.CounterOpts{
+	reg.MustRegister(leaderGauge, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "auditworker_insert_statements_total",
 		Help: "INSERT statements executed.",
 	}, func() float64 { return float64(store.Statements()) }))
 	dlq := mq.NewPublisher(cfg.Broker, log)
 	defer dlq.Close()
-	cons := consumer.New(store, dlq, consumer.Options{
-		Queue: cfg.Queue, BatchMax: cfg.BatchMax, BatchMaxWait: cfg.BatchMaxWait, Prefetch: cfg.Prefetch,
-	}, reg, log)
+	cons := pipeline.NewConsumer(auditlogger.WorkerHandler(store), dlq, pipeline.Config{
+		Queue: cfg.Queue, MaxItems: cfg.BatchMax, MaxMessages: cfg.Prefetch, MaxWait: cfg.BatchMaxWait,
+		FlushTimeout: 10 * time.Second, PartName: "record", Metrics: auditlogger.WorkerMetrics(reg),
+	}, log)
+	leader := pipeline.NewLeader(mariadb.NewWorkerLock(db, cfg.LockTimeout, log), pipeline.LeaderConfig{
+		Name: "worker lock", CheckEvery: 2 * time.Second, CheckTimeout: 5 * time.Second, Gauge: leaderGauge,
+	}, log)
 
 	r := chi.NewRouter()
 	httpserver.MountOps(r, reg, map[string]httpserver.Check{"mariadb": store.Ping})
@@ -76,7 +81,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		httpErr <- err
 	}()
 
-	err = work(ctx, cfg, db, store, cons, leader, log)
+	err = leader.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, db, store, cons, log) })
 	cancel()
 	if herr := <-httpErr; err == nil {
 		err = herr
@@ -88,102 +93,41 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	return nil
 }
 
-// work waits for the lock, consumes while holding it, and waits again when
-// it is lost, until ctx ends.
-func work(ctx context.Context, cfg auditlogger.WorkerConfig, db *sql.DB, store *mariadb.Store,
-	cons *consumer.Consumer, leader prometheus.Gauge, log *slog.Logger) error {
-	var name string
-	err := untilOK(ctx, log, "read lock name", func() (err error) {
-		name, err = mariadb.LockName(ctx, db)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	for ctx.Err() == nil {
-		log.Info("waiting for worker lock", "lock", name)
-		warned := false
-		lock, err := mariadb.Acquire(ctx, db, name, cfg.LockTimeout, func() {
-			if !warned {
-				log.Info("worker lock held by another instance; standing by", "lock", name)
-				warned = true
-			}
-		})
-		if err != nil {
-			return err
-		}
-		log.Info("worker lock acquired", "lock", name)
-		leader.Set(1)
-		err = lead(ctx, cfg, db, store, cons, lock, log)
-		leader.Set(0)
-		lock.Release()
-		if ctx.Err() != nil {
-			return nil
-		}
-		log.Warn("consuming stopped, waiting for the lock again", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	return nil
-}
-
-// lead consumes the queue while the lock holds.
+// lead consumes the queue while the worker lock holds (ctx ends when it is
+// lost).
 func lead(ctx context.Context, cfg auditlogger.WorkerConfig, db *sql.DB, store *mariadb.Store,
-	cons *consumer.Consumer, lock *mariadb.Lock, log *slog.Logger) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	if err := untilOK(ctx, log, "read max_allowed_packet", func() error {
+	cons *pipeline.Consumer[wire.AuditRecord], log *slog.Logger) error {
+	err := pipeline.Retry(ctx, pipeline.DefaultBackoff, func() error {
 		n, err := store.LoadMaxPacket(ctx)
 		if err == nil {
 			log.Info("insert statements sized", "max_allowed_packet", n)
 		}
 		return err
-	}); err != nil {
-		return err
+	}, func(err error, wait time.Duration) {
+		log.Warn("retrying", "op", "read max_allowed_packet", "err", err, "backoff", wait.String())
+	})
+	if err != nil {
+		return nil // ctx ended: shutdown, or the lock was lost
 	}
-	go func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-				err := lock.Check(cctx)
-				ccancel()
-				if err != nil && ctx.Err() == nil {
-					log.Error("worker lock lost", "err", err)
-					cancel(err)
-					return
-				}
-			}
-		}
-	}()
-	go maintainPartitions(ctx, db, cfg.PartitionsAhead, log)
+	go pipeline.Every(ctx, time.Hour, maintainPartitions(ctx, db, cfg.PartitionsAhead, log))
 
 	// The subscription outlives ctx until the consumer returns, so the batch
 	// in hand is acknowledged on a live connection at shutdown.
 	subCtx, subCancel := context.WithCancel(context.WithoutCancel(ctx))
 	sub := mq.Subscribe(subCtx, cfg.Broker, cfg.Queue, cfg.Prefetch, log)
-	err := cons.Run(ctx, sub.C())
+	err = cons.Run(ctx, sub.C())
 	subCancel()
 	<-sub.Done()
-	cancel(nil)
-	if err != nil {
-		return err
-	}
-	return context.Cause(ctx)
+	return err
 }
 
-// maintainPartitions keeps monthly partitions ahead, at start and hourly.
-// The worker's user normally lacks ALTER (it needs INSERT and SELECT only);
-// then the migrate command keeps them and this logs a warning once.
-func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Logger) {
+// maintainPartitions returns the job that keeps monthly partitions ahead
+// (run at start and hourly). The worker's user normally lacks ALTER (it
+// needs INSERT and SELECT only); then the migrate command keeps them and
+// the job logs a warning once.
+func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Logger) func() {
 	warned := false
-	for {
+	return func() {
 		n, err := migrations.EnsureAuditPartitions(ctx, db, time.Now(), ahead)
 		switch {
 		case err == nil:
@@ -191,7 +135,6 @@ func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Lo
 				log.Info("audit partitions created", "count", n)
 			}
 		case ctx.Err() != nil:
-			return
 		case mariadb.IsPermission(err):
 			if !warned {
 				log.Warn("no privilege to create audit partitions; run the migrate command monthly (it keeps them ahead)", "err", err)
@@ -200,31 +143,5 @@ func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Lo
 		default:
 			log.Warn("audit partition maintenance failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Hour):
-		}
-	}
-}
-
-// untilOK retries f with backoff until it succeeds or ctx ends.
-func untilOK(ctx context.Context, log *slog.Logger, what string, f func() error) error {
-	wait := 200 * time.Millisecond
-	for {
-		err := f()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		log.Warn("retrying", "op", what, "err", err, "backoff", wait.String())
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(wait*2, 5*time.Second)
 	}
 }

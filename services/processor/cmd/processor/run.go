@@ -18,8 +18,8 @@ import (
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/platform/mq"
+	"threatview/platform/pipeline"
 	"threatview/processor"
-	"threatview/processor/consumer"
 	"threatview/processor/postgres"
 )
 
@@ -56,7 +56,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Name: "processor_events_held_late_total",
 		Help: "Events held in events.late_events: received for a month that was archived and dropped (archive them with archiver --late).",
 	}, func() float64 { return float64(store.HeldLate()) }))
-	leader := postgres.NewLeader(cfg.DatabaseURL, postgres.LockKey, cfg.LeaderPoll, log)
+	leader := postgres.NewLeader(cfg.DatabaseURL, postgres.LockKey, cfg.LeaderPoll, metrics.Leader, log)
 	var sub atomic.Pointer[mq.Subscriber]
 	checks := map[string]httpserver.Check{
 		"postgres": store.Ping,
@@ -75,14 +75,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	r.NotFound(httpserver.NotFound)
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 
-	ccfg := consumer.Config{Queue: cfg.Queue, MaxEvents: cfg.BatchMaxEvents, MaxWait: cfg.BatchMaxWait}
+	ccfg := pipeline.Config{Queue: cfg.Queue, MaxItems: cfg.BatchMaxEvents, MaxWait: cfg.BatchMaxWait,
+		PartName: "request", Metrics: metrics.Pipeline()}
 	if getenv(crashAfterCommitEnv) == "1" {
 		ccfg.AfterCommit = func() {
 			fmt.Fprintln(os.Stderr, "processor: "+crashAfterCommitEnv+" set, exiting after commit")
 			os.Exit(1)
 		}
 	}
-	cons := consumer.New(store, pub, ccfg, metrics, log)
+	cons := pipeline.NewConsumer(processor.Handler(store), pub, ccfg, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -96,10 +97,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}()
 
 	err = leader.Run(ctx, func(lctx context.Context) error {
-		metrics.Leader.Set(1)
-		defer metrics.Leader.Set(0)
 		var wg sync.WaitGroup
-		wg.Go(func() { every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, log) }) })
+		wg.Go(func() {
+			pipeline.Every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, log) })
+		})
 		wg.Go(func() { aggregate(lctx, store, cfg, metrics, log) })
 		defer wg.Wait()
 
@@ -120,20 +121,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log.Info("stopped")
 	return err
-}
-
-// every runs f now and then every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, log *slog.Logger) {

@@ -1,4 +1,4 @@
-package consumer_test
+package processor_test
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"threatview/platform/mq"
+	"threatview/platform/pipeline"
 	"threatview/platform/testenv"
 	"threatview/platform/wire"
 	"threatview/processor"
-	"threatview/processor/consumer"
 	"threatview/processor/internal/pgtest"
 	"threatview/processor/postgres"
 )
@@ -62,7 +62,7 @@ func (h *harness) start(t *testing.T, maxEvents int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	subCtx, cancelSub := context.WithCancel(context.Background())
 	sub := mq.Subscribe(subCtx, h.broker, h.queue, 500, h.log)
-	c := consumer.New(h.store, h.pub, consumer.Config{Queue: h.queue, MaxEvents: maxEvents, MaxWait: 5 * time.Millisecond}, h.metrics, h.log)
+	c := newConsumer(h.store, h.pub, h.queue, maxEvents, 5*time.Millisecond, h.metrics, h.log)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sub.C()) }()
 	t.Cleanup(func() {
@@ -73,6 +73,13 @@ func (h *harness) start(t *testing.T, maxEvents int) {
 		cancelSub()
 		<-sub.Done()
 	})
+}
+
+// newConsumer is the processor's consumer as cmd/processor wires it.
+func newConsumer(store processor.Store, pub mq.Sender, queue string, maxEvents int, maxWait time.Duration,
+	m *processor.Metrics, log *slog.Logger) *pipeline.Consumer[wire.Event] {
+	return pipeline.NewConsumer(processor.Handler(store), pub, pipeline.Config{Queue: queue, MaxItems: maxEvents,
+		MaxWait: maxWait, PartName: "request", Metrics: m.Pipeline()}, log)
 }
 
 func (h *harness) send(t *testing.T, body []byte) {
@@ -297,8 +304,8 @@ func TestConsumer_RefusedDataIsIsolated(t *testing.T) {
 	defer cancel()
 	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 10, h.log)
 	sub := mq.Subscribe(ctx, h.broker, h.queue, 100, h.log)
-	c := consumer.New(refusingStore{inner: h.store, bad: map[string]bool{bad.ID: true}}, h.pub,
-		consumer.Config{Queue: h.queue, MaxEvents: 100, MaxWait: 200 * time.Millisecond}, h.metrics, h.log)
+	c := newConsumer(refusingStore{inner: h.store, bad: map[string]bool{bad.ID: true}}, h.pub,
+		h.queue, 100, 200*time.Millisecond, h.metrics, h.log)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sub.C()) }()
 
@@ -397,8 +404,7 @@ func TestConsumer_FallbackAcrossBatches(t *testing.T) {
 	defer cancel()
 	dlq := mq.Subscribe(ctx, h.broker, wire.DeadLetter(h.queue), 100, h.log)
 	sub := mq.Subscribe(ctx, h.broker, h.queue, 100, h.log)
-	c := consumer.New(refusingStore{inner: h.store, bad: bad}, h.pub,
-		consumer.Config{Queue: h.queue, MaxEvents: 12, MaxWait: 200 * time.Millisecond}, h.metrics, h.log)
+	c := newConsumer(refusingStore{inner: h.store, bad: bad}, h.pub, h.queue, 12, 200*time.Millisecond, h.metrics, h.log)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, sub.C()) }()
 

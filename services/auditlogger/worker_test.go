@@ -1,4 +1,4 @@
-package consumer_test
+package auditlogger_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"threatview/auditlogger/consumer"
+	"threatview/auditlogger"
 	"threatview/platform/mq"
+	"threatview/platform/pipeline"
 	"threatview/platform/wire"
 )
 
@@ -53,14 +54,15 @@ func record(t *testing.T, id string, outcome int) string {
 	return string(b)
 }
 
-// TestConsumer_BadRecordIsolated: a message carrying the audit records of
+// TestWorkerHandler_BadRecordIsolated: a message carrying the audit records of
 // several requests, one of them bad, loses only that record to the
 // dead-letter queue (alone, with its reason); the others are stored.
 // (Before, the whole message was dead-lettered.)
-func TestConsumer_BadRecordIsolated(t *testing.T) {
+func TestWorkerHandler_BadRecordIsolated(t *testing.T) {
 	store, dlq := &fakeStore{}, &fakeDLQ{}
-	c := consumer.New(store, dlq, consumer.Options{Queue: "/queue/audit-test", BatchMax: 100, BatchMaxWait: time.Millisecond, Prefetch: 10},
-		nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := pipeline.NewConsumer(auditlogger.WorkerHandler(store), dlq, pipeline.Config{Queue: "/queue/audit-test",
+		MaxItems: 100, MaxMessages: 10, MaxWait: time.Millisecond, PartName: "record", Metrics: auditlogger.WorkerMetrics(nil)},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	good1 := record(t, "0193a4c2-7e1f-7c3a-9b2d-5e6f7a8b9c01", 202)
 	bad := record(t, "0193a4c2-7e1f-7c3a-9b2d-5e6f7a8b9c02", 0)
 	good2 := record(t, "0193a4c2-7e1f-7c3a-9b2d-5e6f7a8b9c03", 202)
