@@ -2,15 +2,6 @@
 // app events durable on the broker before it answers 202.
 package main
 
-import (
-	"context"
-	"io"
+import "threatview/platform/cli"
 
-	"threatview/platform/cli"
-)
-
-func main() {
-	cli.Main("collector", func(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-		return run(ctx, getenv, stdout, nil)
-	})
-}
+func main() { cli.Main("collector", run) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
@@ -26,10 +25,12 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// run starts the collector and serves until ctx ends. onListen, when not
-// nil, receives the bound address (tests use HTTP_ADDR=127.0.0.1:0).
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onListen func(net.Addr)) error {
-	var cfg collector.Config
+const defaultAddr = ":8080"
+
+// run starts the collector and serves until ctx ends (tests use
+// HTTP_ADDR=127.0.0.1:0 and find the address in the log).
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}
@@ -139,7 +140,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, onLi
 		RetryAfter:   cfg.RetryAfter,
 	})
 	h = withClientAddr(h, trusted)
-	return httpserver.Run(ctx, cfg.HTTP, ":8080", h, log, onListen)
+	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("stopped")
+	return nil
 }
 
 // tokenAuth adapts the tokens client to collector.Authenticator.

@@ -5,13 +5,11 @@ package main
 // local stack (THREATVIEW_TOKENS_URL, tokens created with the admin key).
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -26,18 +24,6 @@ import (
 	"threatview/platform/testenv"
 	"threatview/platform/wire"
 )
-
-// logBuffer collects the service's log and prints it when the test fails.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 type stack struct {
 	broker    mq.Config
@@ -102,32 +88,32 @@ func (s stack) env(extra map[string]string) map[string]string {
 func startCollector(t *testing.T, env map[string]string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &logBuffer{}
-	addrc := make(chan net.Addr, 1)
+	logs := &testenv.SyncBuffer{}
 	errc := make(chan error, 1)
-	go func() {
-		errc <- run(ctx, func(k string) string { return env[k] }, logs, func(a net.Addr) { addrc <- a })
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a.String()
-	case err := <-errc:
-		cancel()
-		t.Fatalf("run = %v\n%s", err, logs.b.String())
-	case <-time.After(15 * time.Second):
-		cancel()
-		t.Fatal("collector did not start")
+	go func() { errc <- run(ctx, func(k string) string { return env[k] }, logs) }()
+	deadline := time.Now().Add(15 * time.Second)
+	addr := ""
+	for addr == "" {
+		select {
+		case err := <-errc:
+			cancel()
+			t.Fatalf("run = %v\n%s", err, logs)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("collector did not start")
+		}
+		addr = testenv.ListenAddr(logs.String())
 	}
+	base := "http://" + addr
 	t.Cleanup(func() {
 		cancel()
 		if err := <-errc; err != nil {
 			t.Errorf("run returned %v", err)
 		}
 		if t.Failed() {
-			logs.mu.Lock()
-			t.Logf("collector log:\n%s", logs.b.String())
-			logs.mu.Unlock()
+			t.Logf("collector log:\n%s", logs)
 		}
 	})
 	return base
@@ -506,13 +492,13 @@ func TestRun_Audit(t *testing.T) {
 
 func TestRun_Config(t *testing.T) {
 	env := map[string]string{"HTTP_ADDR": "127.0.0.1:0", "COLLECTOR_TRUSTED_PROXIES": "10.0.0.0/8"}
-	err := run(context.Background(), func(k string) string { return env[k] }, io.Discard, nil)
+	err := run(context.Background(), func(k string) string { return env[k] }, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "INTERNAL_KEY") {
 		t.Fatalf("run without INTERNAL_KEY = %v, want an error naming it", err)
 	}
 	env["INTERNAL_KEY"] = "k"
 	env["GEOIP_DB_PATH"] = filepath.Join(t.TempDir(), "missing.mmdb")
-	err = run(context.Background(), func(k string) string { return env[k] }, io.Discard, nil)
+	err = run(context.Background(), func(k string) string { return env[k] }, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "GEOIP_DB_PATH") {
 		t.Fatalf("run with a missing GeoIP file = %v, want an error naming GEOIP_DB_PATH", err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -13,17 +12,6 @@ import (
 	"threatview/platform/testenv"
 	"threatview/tokens/mariadb"
 )
-
-// listenAddr finds the address in the "http server listening" log line.
-func listenAddr(log string) string {
-	for _, line := range strings.Split(log, "\n") {
-		var rec struct{ Msg, Addr string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "http server listening" {
-			return rec.Addr
-		}
-	}
-	return ""
-}
 
 func TestRun(t *testing.T) {
 	dsn := testenv.MustMariaDB(t)
@@ -58,7 +46,7 @@ func TestRun(t *testing.T) {
 			t.Fatalf("run() returned early: %v\n%s", err, out)
 		default:
 		}
-		if addr = listenAddr(out.String()); addr == "" {
+		if addr = testenv.ListenAddr(out.String()); addr == "" {
 			return io.ErrNoProgress
 		}
 		return nil
