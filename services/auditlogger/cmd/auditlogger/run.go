@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
-	"net"
 
 	"threatview/auditlogger"
 	"threatview/auditlogger/broker"
@@ -18,13 +18,11 @@ import (
 
 var version = "dev"
 
-func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	return runWith(ctx, getenv, stdout, nil)
-}
+const defaultAddr = ":8081"
 
-// runWith is run with a hook receiving the server's address (tests use
-// port 0).
-func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, onListen func(net.Addr)) error {
+// run starts audit-logger and serves until ctx ends (tests use
+// HTTP_ADDR=127.0.0.1:0 and find the address in the log).
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	var cfg auditlogger.LoggerConfig
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
@@ -65,7 +63,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	// Ready means POST works: the broker only. The database serves GET,
 	// which answers 503 on its own while MariaDB is away.
 	h := api.Handler(reg, map[string]httpserver.Check{"broker": mqp.Ping})
-	err = httpserver.Run(ctx, cfg.HTTP, ":8081", h, log, onListen)
+	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
+		return fmt.Errorf("http server: %w", err)
+	}
 	log.Info("stopped")
-	return err
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -27,27 +26,30 @@ const internalKey, adminKey = "test-internal", "test-admin"
 func start(t *testing.T, env map[string]string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	var out testenv.SyncBuffer
-	go func() {
-		done <- runWith(ctx, func(k string) string { return env[k] }, &out, func(a net.Addr) { addrc <- a.String() })
-	}()
+	go func() { done <- run(ctx, func(k string) string { return env[k] }, &out) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run = %v", err)
 		}
 	})
-	select {
-	case a := <-addrc:
-		return "http://" + a
-	case err := <-done:
-		t.Fatalf("run = %v\n%s", err, out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("service did not start")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if addr := testenv.ListenAddr(out.String()); addr != "" {
+			return "http://" + addr
+		}
+		select {
+		case err := <-done:
+			done <- err // for the cleanup
+			t.Fatalf("run = %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("service did not start")
+		}
 	}
-	return ""
 }
 
 func baseEnv(t *testing.T, dsn string, broker mq.Config, queue string) map[string]string {
@@ -61,7 +63,7 @@ func baseEnv(t *testing.T, dsn string, broker mq.Config, queue string) map[strin
 		"ADMIN_KEY":          adminKey,
 		"INTERNAL_KEY":       internalKey,
 		"AUDITLOGGER_QUEUE":  queue,
-		"LOG_LEVEL":          "warn",
+		"LOG_LEVEL":          "info",
 	}
 }
 
