@@ -123,8 +123,8 @@ func DecodeAuditItems(body []byte) ([]AuditItem, error) {
 // AuditBody returns a message body holding raw (one record's JSON) alone:
 // what the dead-letter queue keeps of a bad record.
 func AuditBody(raw []byte) []byte {
-	b := make([]byte, 0, len(raw)+24)
-	b = append(b, `{"v":1,"records":[`...)
+	b := make([]byte, 0, len(AuditPrefix)+len(raw)+len(AuditSuffix))
+	b = append(b, AuditPrefix...)
 	b = append(b, raw...)
-	return append(b, `]}`...)
+	return append(b, AuditSuffix...)
 }
