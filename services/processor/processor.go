@@ -4,9 +4,10 @@
 // transaction, acks the messages only after the commit, and folds the facts
 // into hourly, daily and monthly rollups.
 //
-// Subpackages: postgres (the Store, the Aggregator and the leader lock),
-// consumer (batching deliveries, dead-lettering, retrying), and
-// cmd/processor (wiring).
+// Subpackages: postgres (the Store, the Aggregator and the leader lock)
+// and cmd/processor (wiring). Batching deliveries, dead-lettering, retrying
+// and the leader loop are platform/pipeline's; Handler is the processor's
+// part of them.
 package processor
 
 import (
