@@ -37,6 +37,17 @@ func (c Tokens) List(ctx context.Context, bearer string, limit int) ([]Token, er
 	return out.Tokens, err
 }
 
+// ListApp returns up to limit tokens of one app, newest first
+// (GET /v1/tokens?app_id=).
+func (c Tokens) ListApp(ctx context.Context, bearer, appID string, limit int) ([]Token, error) {
+	var out struct {
+		Tokens []Token `json:"tokens"`
+	}
+	q := url.Values{"app_id": {appID}, "limit": {strconv.Itoa(limit)}}
+	err := c.call(ctx, http.MethodGet, "/v1/tokens", q, bearer, nil, &out)
+	return out.Tokens, err
+}
+
 // Create issues a token for app (POST /v1/tokens); a refused app id or name
 // is ErrInvalid with the service's reason.
 func (c Tokens) Create(ctx context.Context, bearer, appID, name string) (NewToken, error) {

@@ -43,7 +43,7 @@ func TestBrowser_Pages(t *testing.T) {
 	w.SignIn("ada", "pw-ada") // fails unless the Secure, __Host- cookie was kept
 
 	pages := []struct{ path, waitFor string }{
-		{"/dashboards", "main img"}, {"/tokens", "#app_id"}, {"/tokens/00000000-0000-4000-8000-000000000001/revoke", `button[name="confirm"]`},
+		{"/dashboards", "main img"}, {"/tokens", "#app_id"}, {"/tokens?q=shop", "#q"}, {"/tokens/apps/shop-app", "#tokens-h"}, {"/tokens/00000000-0000-4000-8000-000000000001/revoke", `button[name="confirm"]`},
 		{"/audit?searched=1&from=2026-11-30T00:00", "main table"}, {"/status", "main table"}, {"/dlq", "main section"},
 		{"/retention", "main table"},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -33,8 +34,8 @@ var dlqQueues = []dlqQueue{
 	{Key: "audit", Name: "DLQ.threatview.audit", Dest: wire.DeadLetter(wire.AuditQueue), Target: "threatview.audit", target: wire.AuditQueue},
 }
 
-func queueByKey(key string) (dlqQueue, bool) {
-	for _, q := range dlqQueues {
+func (s *Server) queueByKey(key string) (dlqQueue, bool) {
+	for _, q := range s.dlqQueues {
 		if q.Key == key {
 			return q, true
 		}
@@ -45,11 +46,10 @@ func queueByKey(key string) (dlqQueue, bool) {
 type dlqList struct {
 	dlqQueue
 	Messages []broker.Message
-	Complete bool
 	Err      string
-	From     int // position of the first message shown
-	Next     int // position of the next page; 0 when this is the last
-	Prev     int // position of the previous page; -1 on the first
+	// Pager says which messages are shown of how many (Total is a lower
+	// bound, More, when the browse stopped at its limit).
+	Pager pager
 }
 
 // Action names of the audit records the UI writes.
@@ -58,37 +58,59 @@ const (
 	ActionDLQDelete = "dlq.delete"
 )
 
+// dlqPage lists both dead-letter queues a page at a time: each queue has
+// its own page parameter ({key}_page), and each queue's links keep the
+// other's page.
 func (s *Server) dlqPage(w http.ResponseWriter, r *http.Request) {
+	query := r.URL.Query()
+	pages := map[string]int{}
+	for _, q := range s.dlqQueues {
+		p, err := parsePage(query.Get(q.Key + "_page"))
+		if err != nil {
+			s.fail(w, r, http.StatusBadRequest, "invalid", q.Key+"_page: "+err.Error()+".")
+			return
+		}
+		pages[q.Key] = p
+	}
+	link := func(key string, page int) string {
+		v := url.Values{}
+		for _, q := range s.dlqQueues {
+			p := pages[q.Key]
+			if q.Key == key {
+				p = page
+			}
+			if p > 1 {
+				v.Set(q.Key+"_page", strconv.Itoa(p))
+			}
+		}
+		if len(v) == 0 {
+			return "/dlq"
+		}
+		return "/dlq?" + v.Encode()
+	}
+	// Browsing walks from the head of the queue, so any page reads the
+	// pages before it too; reading up to the depth cap (without bodies)
+	// gives the total as well. The broker ends a browse at BrowseLimit.
+	limit := min(s.opts.DepthCap, broker.BrowseLimit)
 	var lists []dlqList
-	for _, q := range dlqQueues {
-		// Browsing walks from the head of the queue, so a page further on
-		// reads the pages before it too; the depth cap bounds the walk.
-		limit := min(s.opts.DepthCap, broker.BrowseLimit)
-		from, _ := strconv.Atoi(r.URL.Query().Get(q.Key + "_from"))
-		from = min(max(from, 0), limit)
-		l := dlqList{dlqQueue: q, From: from, Prev: -1}
-		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, from+s.opts.DLQListMax, false)
+	for _, q := range s.dlqQueues {
+		l := dlqList{dlqQueue: q}
+		msgs, complete, err := s.deps.Broker.Browse(r.Context(), q.Dest, limit, false)
 		if err != nil {
 			s.log.Warn("browse dead-letter queue", "queue", q.Name, "err", err)
 			l.Err = "The broker did not answer; try again shortly."
 		}
-		if from < len(msgs) {
-			l.Messages = msgs[from:]
-		}
-		l.Complete = complete
-		if !complete && from+s.opts.DLQListMax < limit {
-			l.Next = from + s.opts.DLQListMax
-		}
-		if from > 0 {
-			l.Prev = max(from-s.opts.DLQListMax, 0)
-		}
+		key := q.Key
+		l.Pager = pageOf(len(msgs), s.opts.DLQListMax, pages[key], func(p int) string { return link(key, p) })
+		l.Pager.More = !complete
+		l.Messages = msgs[l.Pager.lo:l.Pager.hi]
 		lists = append(lists, l)
 	}
 	flash := ""
-	if n := r.URL.Query().Get("replayed"); n != "" {
+	if n := query.Get("replayed"); n != "" {
 		flash = n + " message(s) replayed."
 	}
-	if r.URL.Query().Get("deleted") != "" {
+	if query.Get("deleted") != "" {
 		flash = "Message deleted."
 	}
 	s.render(w, r, http.StatusOK, "dlq", "Dead-letter queues", struct{ Queues []dlqList }{lists}, flash, "")
@@ -106,7 +128,7 @@ type dlqMessageData struct {
 }
 
 func (s *Server) dlqQueueParam(w http.ResponseWriter, r *http.Request) (dlqQueue, string, bool) {
-	q, ok := queueByKey(chi.URLParam(r, "queue"))
+	q, ok := s.queueByKey(chi.URLParam(r, "queue"))
 	if !ok {
 		s.fail(w, r, http.StatusNotFound, "not_found", "There is no such dead-letter queue.")
 		return q, "", false

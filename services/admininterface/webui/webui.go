@@ -8,7 +8,8 @@
 //	/login, /logout                   anyone
 //	/dashboards                       analyst
 //	/audit, /audit/export.{csv,ndjson} auditor
-//	/tokens, /status, /dlq, /retention admin
+//	/tokens, /tokens/apps/{app}       admin
+//	/status, /dlq, /retention         admin
 package webui
 
 import (
@@ -53,7 +54,8 @@ type Options struct {
 	Targets []Target
 	// DepthCap bounds how many messages a queue depth counts (browsing).
 	DepthCap int
-	// DLQListMax bounds how many dead-lettered messages a list shows.
+	// DLQListMax is how many dead-lettered messages a queue's list shows
+	// on one page (25 by default: the page lists both queues).
 	DLQListMax int
 	// CleanupCommand runs the retention cleanup (program and arguments;
 	// --dry-run is added); empty leaves the dry run out.
@@ -90,6 +92,9 @@ type Server struct {
 	sealer *sealer
 	pages  map[string]*template.Template
 	now    func() time.Time
+	// dlqQueues are the dead-letter queues the DLQ pages manage (tests
+	// point them at queues of their own).
+	dlqQueues []dlqQueue
 
 	signins    *prometheus.CounterVec
 	dlqActions *prometheus.CounterVec
@@ -106,13 +111,13 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 		opts.DepthCap = 1000
 	}
 	if opts.DLQListMax <= 0 {
-		opts.DLQListMax = 100
+		opts.DLQListMax = 25
 	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now,
+	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now, dlqQueues: dlqQueues,
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admininterface_signins_total",
 			Help: "Sign-ins by method (password, oidc) and result (ok, refused, error).",
@@ -201,6 +206,7 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Use(s.require(admininterface.RoleAdmin))
 				r.Get("/tokens", s.tokensPage)
 				r.Post("/tokens", s.createToken)
+				r.Get("/tokens/apps/{app}", s.appPage)
 				r.Get("/tokens/{id}/revoke", s.confirmRevoke)
 				r.Post("/tokens/{id}/revoke", s.revokeToken)
 				r.Get("/status", s.statusPage)

@@ -99,9 +99,15 @@ func (f *fakeServices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.tokens = append(f.tokens, t)
 		httpserver.WriteJSON(w, 201, t)
 	case r.URL.Path == "/v1/tokens":
+		// As the tokens service: app_id selects one app, limit (1000 at
+		// most) cuts the list.
+		limit := 100
+		fmt.Sscan(r.URL.Query().Get("limit"), &limit)
 		out := []upstream.Token{}
 		for _, t := range f.tokens {
-			out = append(out, t.Token)
+			if a := r.URL.Query().Get("app_id"); (a == "" || t.AppID == a) && len(out) < limit {
+				out = append(out, t.Token)
+			}
 		}
 		httpserver.WriteJSON(w, 200, map[string]any{"tokens": out})
 	case strings.HasPrefix(r.URL.Path, "/v1/tokens/"):
