@@ -8,24 +8,6 @@ import (
 	"time"
 )
 
-// Group commit: the JSON fragments of concurrent requests are gathered into
-// one message (one broker send with one receipt, one broker transaction, or
-// one HTTP POST), and every request waits for the outcome of the message
-// that carries it. Each persistent message costs the broker about 0.5 ms of
-// CPU, so one message per request would cap the whole stack.
-//
-// A message opens when a request arrives and no message is open. It is sent
-// once the coalescing window has passed and a send slot (one per broker
-// connection) is free; while every slot is busy it keeps gathering, so under
-// load messages grow instead of queueing. A message that reaches its byte or
-// item cap is closed at once and the next request opens a new one. The
-// fragments of one request are never split across messages.
-//
-// A paired Group (NewPaired) carries a second part beside each request's
-// fragment (the collector's audit record), gathered into a second message
-// that the SendFunc makes durable together with the first (one broker
-// transaction): a request's two parts are kept together or not at all.
-
 // Batch is what one send makes durable.
 type Batch struct {
 	// Body is the message: Prefix, the fragments joined by commas, Suffix.
@@ -75,7 +57,26 @@ type GroupOptions struct {
 	Observe func(requests, items, bytes int, d time.Duration, err error)
 }
 
-// Group gathers fragments into messages and sends them with a SendFunc.
+// Group is group commit: the JSON fragments of concurrent requests are gathered into
+// one message (one broker send with one receipt, one broker transaction, or
+// one HTTP POST), and every request waits for the outcome of the message
+// that carries it. Each persistent message costs the broker about 0.5 ms of
+// CPU, so one message per request would cap the whole stack.
+//
+// A message opens when a request arrives and no message is open. It is sent
+// once the coalescing window has passed and a send slot (one per broker
+// connection) is free; while every slot is busy it keeps gathering, so under
+// load messages grow instead of queueing. A message that reaches its byte or
+// item cap is closed at once and the next request opens a new one. The
+// fragments of one request are never split across messages.
+//
+// A paired Group (NewPaired) carries a second part beside each request's
+// fragment (the collector's audit record), gathered into a second message
+// that the SendFunc makes durable together with the first (one broker
+// transaction): a request's two parts are kept together or not at all.
+//
+// It is used by the collector (events, paired with their audit records) and
+// the audit logger (audit records).
 type Group struct {
 	opt    GroupOptions
 	send   SendFunc
