@@ -70,7 +70,7 @@ type GroupOptions struct {
 // item cap is closed at once and the next request opens a new one. The
 // fragments of one request are never split across messages.
 //
-// A paired Group (NewPaired) carries a second part beside each request's
+// A paired Group (NewPairedGroup) carries a second part beside each request's
 // fragment (the collector's audit record), gathered into a second message
 // that the SendFunc makes durable together with the first (one broker
 // transaction): a request's two parts are kept together or not at all.
