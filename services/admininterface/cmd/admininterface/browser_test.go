@@ -169,7 +169,7 @@ func TestBrowser_Walk(t *testing.T) {
 	// Create a token: shown once, with a copy button and a curl.
 	w.Open("/tokens", "#app_id")
 	w.Do("create a token", chromedp.SendKeys(chromedp.CSS("#app_id"), app), chromedp.SendKeys(chromedp.CSS("#name"), "browser test"),
-		chromedp.Click(chromedp.CSS(`form[action="/tokens"] button`)), chromedp.WaitVisible(chromedp.CSS("#secret")))
+		chromedp.Click(chromedp.CSS(`form[action="/tokens"][method="post"] button`)), chromedp.WaitVisible(chromedp.CSS("#secret")))
 	secret := w.Value("#secret")
 	curl := w.Value("#curl")
 	if secret == "" || !strings.Contains(curl, "Bearer "+secret) || !strings.Contains(curl, st.collector+"/v1/events") {
@@ -187,11 +187,27 @@ func TestBrowser_Walk(t *testing.T) {
 		return w.Text(`strong[data-dimension="country"]`) == "1"
 	})
 	w.Shot("dashboards")
-	w.Open("/tokens", "#app_id")
-	if !strings.Contains(w.Text("main"), app) {
-		t.Errorf("the tokens page does not list app %s", app)
+	// The apps list is paged; the filter (kept in the URL) finds the app,
+	// whose page lists its token.
+	w.Open("/tokens", "#q")
+	if !strings.Contains(w.Text("#apps-count"), "apps") {
+		t.Errorf("the apps list does not count the apps: %q", w.Text("#apps-count"))
 	}
 	w.Shot("tokens")
+	w.Do("filter the apps", chromedp.SendKeys(chromedp.CSS("#q"), app), chromedp.Click(chromedp.CSS(`form[role="search"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`main a[href="/tokens/apps/`+app+`"]`)))
+	if loc := w.Location(); !strings.Contains(loc, "q="+app) {
+		t.Errorf("the filter is not in the URL: %s", loc)
+	}
+	if got := w.Text("#apps-count"); !strings.HasPrefix(got, "1 of ") {
+		t.Errorf("filtering on %s: %q, want one app", app, got)
+	}
+	w.Shot("tokens-filtered")
+	w.Do("open the app", chromedp.Click(chromedp.CSS(`main a[href="/tokens/apps/`+app+`"]`)), chromedp.WaitVisible(chromedp.CSS("#tokens-h")))
+	if !strings.Contains(w.Text("main table"), "browser test") {
+		t.Errorf("app %s's page does not list its token", app)
+	}
+	w.Shot("tokens-app")
 
 	// Find the token's creation in the audit trail, and export it.
 	auditPath := "/audit?searched=1&from=" + start + "&action=tokens.create&actor=" + st.adminUser
@@ -230,9 +246,14 @@ func TestBrowser_Walk(t *testing.T) {
 	}
 
 	// Revoke it with a confirmation, and see the collector refuse it.
-	w.Open("/tokens/"+tokenID+"/revoke", `button[name="confirm"]`)
+	w.Open("/tokens/apps/"+app, "#tokens-h")
+	w.Do("revoke button", chromedp.Click(chromedp.CSS(`a.danger[href="/tokens/`+tokenID+`/revoke"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[name="confirm"]`)))
 	w.Shot("token-revoke")
 	w.Do("revoke", chromedp.Click(chromedp.CSS(`button[name="confirm"]`)), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if loc := w.Location(); !strings.HasSuffix(loc, "/tokens/apps/"+app+"?done=revoked") {
+		t.Errorf("after revoking: at %s, want the app's page", loc)
+	}
 	revoked := time.Now()
 	for postEvent(t, st.collector, secret, app) != http.StatusUnauthorized {
 		if time.Since(revoked) > 30*time.Second {

@@ -5,6 +5,7 @@ package browsertest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"threatview/platform/testenv"
@@ -135,12 +137,35 @@ func (w *Walker) Open(path, waitFor string) {
 	w.Do("open "+path, chromedp.Navigate(w.Base+path), chromedp.WaitVisible(chromedp.CSS(waitFor)))
 }
 
-// Shot saves a PNG of the whole page, at the viewport's width, as name.png.
+// ShotMaxHeight caps a screenshot's height in CSS pixels (two 1280×800
+// screens): a long list is shown by its first screens, not as one
+// unreadable strip.
+const ShotMaxHeight = 1600
+
+// Shot saves a PNG of the page from its top, at the viewport's width and
+// as tall as the page but at most ShotMaxHeight, as name.png.
 func (w *Walker) Shot(name string) {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(w.ctx, 15*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	png, err := chromedp.Run(ctx, chromedp.Action[[]byte](func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
+		size, err := chromedp.Evaluate[[]float64](`[window.innerWidth, document.documentElement.scrollHeight]`)(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if len(size) != 2 {
+			return nil, fmt.Errorf("page size %v", size)
+		}
+		beyond, fromSurface := true, true
+		r, err := cdp.Call(ctx, t, page.CaptureScreenshot, page.CaptureScreenshotParams{
+			Format: page.CaptureScreenshotFormatPng, CaptureBeyondViewport: &beyond, FromSurface: &fromSurface,
+			Clip: &page.Viewport{Width: size[0], Height: min(size[1], ShotMaxHeight), Scale: 1},
+		})
+		if err != nil {
+			return nil, err
+		}
+		return r.Data, nil
+	}))
 	if err != nil {
 		w.t.Fatalf("screenshot %s: %v", name, err)
 	}
