@@ -92,7 +92,7 @@ func TestServer_AppsPaging(t *testing.T) {
 		if resp.StatusCode != 200 || len(apps) != 10 || apps[0] != "app-010" || apps[9] != "app-019" {
 			t.Fatalf("filter APP-01 = %d, %v; want app-010…app-019", resp.StatusCode, apps)
 		}
-		if !strings.Contains(page, "10 of 61 apps match “APP-01”") || !strings.Contains(page, `value="APP-01"`) {
+		if !strings.Contains(page, "10 of 61 apps match “APP-01”.") || !strings.Contains(page, `value="APP-01"`) {
 			t.Errorf("the filtered page does not count the matches or keep the filter in its box")
 		}
 		// Substring, prefix matches first; the links keep the filter.
@@ -152,7 +152,7 @@ func TestServer_AppsFilterFindsOldApp(t *testing.T) {
 	b := h.browser(t)
 	b.signIn("ada")
 	_, page := b.do("GET", "/tokens", nil)
-	if !strings.Contains(page, "10 apps;") || !strings.Contains(page, "Only the newest 1000 tokens are counted") {
+	if !strings.Contains(page, "10 apps.") || !strings.Contains(page, "Only the newest 1000 tokens are counted") {
 		t.Errorf("the unfiltered list does not say it counted the newest 1000 tokens")
 	}
 	_, page = b.do("GET", "/tokens?q=quiet-app", nil)
@@ -172,7 +172,7 @@ func TestServer_AppPage(t *testing.T) {
 
 	resp, page := b.do("GET", "/tokens/apps/shop-app", nil)
 	rows := tokenRowRe.FindAllStringSubmatch(page, -1)
-	if resp.StatusCode != 200 || len(rows) != appTokensPerPage || !strings.Contains(page, "Tokens 1–50 of 60") ||
+	if resp.StatusCode != 200 || len(rows) != appTokensPerPage || !strings.Contains(page, "60 tokens, newest first; showing 1–50 (page 1 of 2).") ||
 		!strings.Contains(page, `href="/tokens/apps/shop-app?page=2" rel="next"`) || strings.Contains(page, "other-app") {
 		t.Fatalf("GET /tokens/apps/shop-app = %d with %d tokens:\n%.2000s", resp.StatusCode, len(rows), page)
 	}
