@@ -207,6 +207,7 @@ func (s *Store) totals(ctx context.Context, q visualrenderer.Query, col string) 
 		sql += fmt.Sprintf(` UNION ALL SELECT %[2]s, count FROM %[1]s WHERE bucket >= $2 AND bucket < $3 %[3]s`, coarse, col, filter)
 	}
 	sql = `SELECT k, sum(n)::bigint FROM (` + sql + `) AS x(k, n) GROUP BY 1 ORDER BY 2 DESC, 1`
+	// sql: built above from the fixed table and column maps; input only in args.
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("stats totals %s: %w: %w", fine, visualrenderer.ErrUnavailable, err)

@@ -95,6 +95,7 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, s Synthetic) int {
 	args := [][]any{nil, nil, {models},
 		{models, s.Apps, Countries, OSes, Threats, s.From, s.To, s.MaxPerHour}}
 	for i, q := range stmts {
+		// sql: the fixed statements above; every value is an argument.
 		if _, err := conn.Exec(ctx, q, args[i]...); err != nil {
 			tb.Fatalf("seed: %s: %v", q, err)
 		}
