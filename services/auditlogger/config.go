@@ -20,8 +20,8 @@ type LoggerConfig struct {
 	// access tokens with role auditor or admin may read the trail (GET).
 	// Blank: the admin key only.
 	IdentityJWKSURL string `env:"IDENTITY_JWKS_URL"`
-	InternalKey string `env:"INTERNAL_KEY" secret:"true"`
-	Queue       string `env:"AUDITLOGGER_QUEUE" envDefault:"/queue/threatview.audit"`
+	InternalKey     string `env:"INTERNAL_KEY" secret:"true"`
+	Queue           string `env:"AUDITLOGGER_QUEUE" envDefault:"/queue/threatview.audit"`
 	// CoalesceWindow is how long the first post of a broker message waits
 	// for others to join it. Posts arriving while earlier messages are in
 	// flight join the next message anyway, so the default 0 batches by load
