@@ -5,7 +5,9 @@
 #
 #   scripts/images.sh build   write .run/images/NAME.oci.tar, NAME.spdx.json, images.txt
 #                             (PUSH=registry/prefix also pushes PREFIX/NAME:VERSION;
-#                             VERSION=x.y.z overrides the chart's appVersion)
+#                             VERSION=x.y.z overrides the chart's appVersion; IMAGE_SOURCE=URL and
+#                             IMAGE_LICENSE=SPDX-id set the source and licence labels, which are
+#                             otherwise git's origin URL and NOASSERTION)
 #   scripts/images.sh test    build, then check every image (tools/imagebuild, tag `images`):
 #                             files, user, labels, static binary per architecture, the binary
 #                             run from the image's own files, a rebuild giving the same digest.
@@ -36,6 +38,8 @@ cmd_build() {
   local args=(-root "$ROOT" -out "$OUT")
   [ -n "${VERSION:-}" ] && args+=(-version "$VERSION")
   [ -n "${PUSH:-}" ] && args+=(-push "$PUSH")
+  [ -n "${IMAGE_SOURCE:-}" ] && args+=(-source "$IMAGE_SOURCE")
+  [ -n "${IMAGE_LICENSE:-}" ] && args+=(-license "$IMAGE_LICENSE")
   local start=$SECONDS
   log "building every image for linux/amd64 and linux/arm64 into .run/images"
   (cd "$ROOT" && nice -n 5 go run ./tools/imagebuild "${args[@]}")
