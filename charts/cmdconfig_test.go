@@ -24,6 +24,7 @@ var cmdConfigs = map[string]string{
 	"visual-renderer": "../services/visualrenderer/cmd/visualrenderer",
 	"admin-interface": "../services/admininterface/cmd/admininterface",
 	"smoketest":       "../deploy/smoketest",
+	"tokens":          "../services/tokens/cmd/tokens",
 }
 
 // platformConfigs are the shared structs a command's Config may hold, by the

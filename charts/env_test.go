@@ -13,7 +13,6 @@ import (
 	"threatview/platform/config"
 	"threatview/processor"
 	"threatview/retention"
-	"threatview/tokens"
 )
 
 // serviceConfigs maps each container the chart runs to a fresh value of the
@@ -23,7 +22,6 @@ var serviceConfigs = map[string]func() any{
 	"data-processor":      func() any { return &processor.Config{} },
 	"audit-logger":        func() any { return &auditlogger.LoggerConfig{} },
 	"audit-logger-worker": func() any { return &auditlogger.WorkerConfig{} },
-	"tokens":              func() any { return &tokens.Config{} },
 	"cleanup":             func() any { return &retention.CleanupConfig{} },
 	"archiver":            func() any { return &retention.ArchiverConfig{} },
 }

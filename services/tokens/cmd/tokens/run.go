@@ -26,7 +26,7 @@ var version = "dev"
 const defaultAddr = ":8083"
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg tokens.Config
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}
