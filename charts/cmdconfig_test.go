@@ -20,11 +20,13 @@ import (
 // from the source of the directory holding `type Config struct` instead (env
 // tags, plus the shared platform structs the Config holds as fields).
 var cmdConfigs = map[string]string{
-	"identity":        "../services/identity",
-	"visual-renderer": "../services/visualrenderer/cmd/visualrenderer",
-	"admin-interface": "../services/admininterface/cmd/admininterface",
-	"smoketest":       "../deploy/smoketest",
-	"tokens":          "../services/tokens/cmd/tokens",
+	"identity":            "../services/identity",
+	"visual-renderer":     "../services/visualrenderer/cmd/visualrenderer",
+	"admin-interface":     "../services/admininterface/cmd/admininterface",
+	"smoketest":           "../deploy/smoketest",
+	"tokens":              "../services/tokens/cmd/tokens",
+	"audit-logger":        "../services/auditlogger/cmd/auditlogger",
+	"audit-logger-worker": "../services/auditlogger/cmd/auditworker",
 }
 
 // platformConfigs are the shared structs a command's Config may hold, by the

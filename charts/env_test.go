@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"threatview/auditlogger"
 	"threatview/collector"
 	"threatview/platform/config"
 	"threatview/processor"
@@ -18,12 +17,10 @@ import (
 // serviceConfigs maps each container the chart runs to a fresh value of the
 // configuration struct its command parses.
 var serviceConfigs = map[string]func() any{
-	"data-collector":      func() any { return &collector.Config{} },
-	"data-processor":      func() any { return &processor.Config{} },
-	"audit-logger":        func() any { return &auditlogger.LoggerConfig{} },
-	"audit-logger-worker": func() any { return &auditlogger.WorkerConfig{} },
-	"cleanup":             func() any { return &retention.CleanupConfig{} },
-	"archiver":            func() any { return &retention.ArchiverConfig{} },
+	"data-collector": func() any { return &collector.Config{} },
+	"data-processor": func() any { return &processor.Config{} },
+	"cleanup":        func() any { return &retention.CleanupConfig{} },
+	"archiver":       func() any { return &retention.ArchiverConfig{} },
 }
 
 // migrateEnv is what migrations/cmd/migrate reads (it has flags and three

@@ -1,9 +1,8 @@
 // Package auditlogger holds the domain of Threat View's audit trail: the
 // rules an audit record must follow before it is published or stored, the
 // query over stored records with its keyset cursor, the roles the HTTP API
-// and the worker depend on (Publisher, Store), and the configuration of the
-// two binaries (LoggerConfig for audit-logger, WorkerConfig for
-// audit-logger-worker).
+// and the worker depend on (Publisher, Store). The configuration of the two
+// binaries lives in their commands (cmd/auditlogger, cmd/auditworker).
 //
 // The wire format of a record is wire.AuditRecord; this package adds the
 // storage rules (column sizes, IP and digest formats) so that a record the

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"threatview/auditlogger"
 	"threatview/auditlogger/broker"
 	"threatview/auditlogger/httpapi"
 	"threatview/auditlogger/mariadb"
@@ -23,7 +22,7 @@ const defaultAddr = ":8081"
 // run starts audit-logger and serves until ctx ends (tests use
 // HTTP_ADDR=127.0.0.1:0 and find the address in the log).
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg auditlogger.LoggerConfig
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}

@@ -1,14 +1,13 @@
-package auditlogger_test
+package main
 
 import (
 	"strings"
 	"testing"
 
-	"threatview/auditlogger"
 	"threatview/platform/config"
 )
 
-func TestLoggerConfig_Validate(t *testing.T) {
+func TestConfig_Validate(t *testing.T) {
 	base := map[string]string{
 		"AUDIT_DATABASE_DSN": "u:p@tcp(127.0.0.1:3306)/audit",
 		"ADMIN_KEY":          "admin-secret",
@@ -35,7 +34,7 @@ func TestLoggerConfig_Validate(t *testing.T) {
 			for k, v := range tt.set {
 				env[k] = v
 			}
-			var cfg auditlogger.LoggerConfig
+			var cfg Config
 			err := config.Parse(func(k string) string { return env[k] }, &cfg)
 			if err == nil {
 				err = cfg.Validate()

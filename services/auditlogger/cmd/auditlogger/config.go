@@ -1,4 +1,4 @@
-package auditlogger
+package main
 
 import (
 	"errors"
@@ -8,9 +8,9 @@ import (
 	"threatview/platform/mq"
 )
 
-// LoggerConfig is the configuration of audit-logger, read from the
+// Config is the configuration of audit-logger, read from the
 // environment.
-type LoggerConfig struct {
+type Config struct {
 	HTTP   httpserver.Config
 	Broker mq.Config
 	// DatabaseDSN is the audit database the query API reads (go-sql-driver DSN).
@@ -41,7 +41,7 @@ type LoggerConfig struct {
 }
 
 // Validate checks the relations between fields; the error names the variable.
-func (c *LoggerConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.DatabaseDSN == "":
 		return errors.New("AUDIT_DATABASE_DSN is required (GET /v1/audit reads it)")
@@ -63,48 +63,6 @@ func (c *LoggerConfig) Validate() error {
 		return errors.New("AUDITLOGGER_MAX_REQUEST_BYTES must be at least 1024")
 	case c.MaxRecords < 1:
 		return errors.New("AUDITLOGGER_MAX_RECORDS must be at least 1")
-	}
-	return nil
-}
-
-// WorkerConfig is the configuration of audit-logger-worker, read from the
-// environment.
-type WorkerConfig struct {
-	HTTP        httpserver.Config
-	Broker      mq.Config
-	DatabaseDSN string `env:"AUDIT_DATABASE_DSN" secret:"true"`
-	Queue       string `env:"AUDITWORKER_QUEUE" envDefault:"/queue/threatview.audit"`
-	// Prefetch is how many unacknowledged messages the broker hands over.
-	Prefetch int `env:"AUDITWORKER_PREFETCH" envDefault:"200"`
-	// BatchMax is how many records one transaction stores at most.
-	BatchMax int `env:"AUDITWORKER_BATCH_MAX" envDefault:"2000"`
-	// BatchMaxWait is how long a batch waits to fill before it is stored.
-	BatchMaxWait time.Duration `env:"AUDITWORKER_BATCH_MAX_WAIT" envDefault:"50ms"`
-	// PartitionsAhead is how many monthly partitions after the current one
-	// the worker tries to keep (needs ALTER; see README).
-	PartitionsAhead int `env:"AUDITWORKER_PARTITIONS_AHEAD" envDefault:"3"`
-	// LockTimeout is how long one GET_LOCK call waits before trying again.
-	LockTimeout time.Duration `env:"AUDITWORKER_LOCK_TIMEOUT" envDefault:"5s"`
-	LogLevel    string        `env:"LOG_LEVEL" envDefault:"info"`
-}
-
-// Validate checks the relations between fields; the error names the variable.
-func (c *WorkerConfig) Validate() error {
-	switch {
-	case c.DatabaseDSN == "":
-		return errors.New("AUDIT_DATABASE_DSN is required")
-	case c.Queue == "":
-		return errors.New("AUDITWORKER_QUEUE must not be empty")
-	case c.Prefetch < 1:
-		return errors.New("AUDITWORKER_PREFETCH must be at least 1")
-	case c.BatchMax < 1:
-		return errors.New("AUDITWORKER_BATCH_MAX must be at least 1")
-	case c.BatchMaxWait < 0:
-		return errors.New("AUDITWORKER_BATCH_MAX_WAIT must not be negative")
-	case c.PartitionsAhead < 0:
-		return errors.New("AUDITWORKER_PARTITIONS_AHEAD must not be negative")
-	case c.LockTimeout < time.Second:
-		return errors.New("AUDITWORKER_LOCK_TIMEOUT must be at least 1s")
 	}
 	return nil
 }
