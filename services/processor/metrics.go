@@ -16,6 +16,8 @@ type Metrics struct {
 	AggregateRuns  *prometheus.CounterVec
 	AggregationLag prometheus.Gauge
 	Leader         prometheus.Gauge
+	// PartitionsAhead is set after each partition upkeep from the catalog.
+	PartitionsAhead prometheus.Gauge
 }
 
 // NewMetrics registers the processor's metrics with reg.
@@ -71,8 +73,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "processor_leader",
 			Help: "1 while this replica holds the leader lock and consumes.",
 		}),
+		PartitionsAhead: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "processor_partitions_ahead_months",
+			Help: "Whole months after the current one that have a partition in both events.events and facts.facts, read from the catalog after each partition upkeep (0 means next month's rows have nowhere to go).",
+		}),
 	}
 	reg.MustRegister(m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
-		m.WriteErrors, m.AckErrors, m.Aggregated, m.AggregateRuns, m.AggregationLag, m.Leader)
+		m.WriteErrors, m.AckErrors, m.Aggregated, m.AggregateRuns, m.AggregationLag, m.Leader, m.PartitionsAhead)
 	return m
 }

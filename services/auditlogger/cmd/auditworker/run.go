@@ -51,7 +51,11 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		Name: "auditworker_leader",
 		Help: "1 while this instance holds the worker lock and consumes.",
 	})
-	reg.MustRegister(leaderGauge, prometheus.NewCounterFunc(prometheus.CounterOpts{
+	partsGauge := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "auditworker_partitions_ahead_months",
+		Help: "Whole months after the current one that have their own audit_events partition, read from information_schema after each partition upkeep (0 means next month's rows land in the catch-all).",
+	})
+	reg.MustRegister(leaderGauge, partsGauge, prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "auditworker_insert_statements_total",
 		Help: "INSERT statements executed.",
 	}, func() float64 { return float64(store.Statements()) }))
@@ -81,7 +85,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		httpErr <- err
 	}()
 
-	err = leader.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, db, store, cons, log) })
+	err = leader.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, db, store, cons, partsGauge, log) })
 	cancel()
 	if herr := <-httpErr; err == nil {
 		err = herr
@@ -96,7 +100,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 // lead consumes the queue while the worker lock holds (ctx ends when it is
 // lost).
 func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store,
-	cons *pipeline.Consumer[wire.AuditRecord], log *slog.Logger) error {
+	cons *pipeline.Consumer[wire.AuditRecord], partsGauge prometheus.Gauge, log *slog.Logger) error {
 	err := pipeline.Retry(ctx, pipeline.DefaultBackoff, func() error {
 		n, err := store.LoadMaxPacket(ctx)
 		if err == nil {
@@ -109,7 +113,7 @@ func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store,
 	if err != nil {
 		return nil // ctx ended: shutdown, or the lock was lost
 	}
-	go pipeline.Every(ctx, time.Hour, maintainPartitions(ctx, db, cfg.PartitionsAhead, log))
+	go pipeline.Every(ctx, time.Hour, maintainPartitions(ctx, db, cfg.PartitionsAhead, partsGauge, log))
 
 	// The subscription outlives ctx until the consumer returns, so the batch
 	// in hand is acknowledged on a live connection at shutdown.
@@ -124,8 +128,9 @@ func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store,
 // maintainPartitions returns the job that keeps monthly partitions ahead
 // (run at start and hourly). The worker's user normally lacks ALTER (it
 // needs INSERT and SELECT only); then the migrate command keeps them and
-// the job logs a warning once.
-func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Logger) func() {
+// the job logs a warning once. After each run it sets gauge to the months
+// ahead the catalog holds, whoever made them.
+func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, gauge prometheus.Gauge, log *slog.Logger) func() {
 	warned := false
 	return func() {
 		n, err := migrations.EnsureAuditPartitions(ctx, db, time.Now(), ahead)
@@ -143,5 +148,13 @@ func maintainPartitions(ctx context.Context, db *sql.DB, ahead int, log *slog.Lo
 		default:
 			log.Warn("audit partition maintenance failed", "err", err)
 		}
+		got, err := mariadb.PartitionsAhead(ctx, db, time.Now())
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("reading audit partitions ahead failed", "err", err)
+			}
+			return
+		}
+		gauge.Set(float64(got))
 	}
 }

@@ -99,7 +99,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	err = leader.Run(ctx, func(lctx context.Context) error {
 		var wg sync.WaitGroup
 		wg.Go(func() {
-			pipeline.Every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, log) })
+			pipeline.Every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, metrics.PartitionsAhead, log) })
 		})
 		wg.Go(func() { aggregate(lctx, store, cfg, metrics, log) })
 		defer wg.Wait()
@@ -123,17 +123,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	return err
 }
 
-func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, log *slog.Logger) {
+// maintainPartitions creates the partitions ahead, then sets gauge to the
+// months ahead that the catalog holds (also after a failed upkeep, so the
+// gauge tells what exists, not what was meant to).
+func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, gauge prometheus.Gauge, log *slog.Logger) {
 	n, err := store.MaintainPartitions(ctx, ahead)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		log.Error("partition maintenance failed", "err", err)
+	case n > 0:
+		log.Info("partitions created", "count", n)
+	}
+	got, err := store.PartitionsAhead(ctx, time.Now())
 	if err != nil {
 		if ctx.Err() == nil {
-			log.Error("partition maintenance failed", "err", err)
+			log.Error("reading partitions ahead failed", "err", err)
 		}
 		return
 	}
-	if n > 0 {
-		log.Info("partitions created", "count", n)
-	}
+	gauge.Set(float64(got))
 }
 
 // aggregate folds pending facts every interval, and straight again while a
