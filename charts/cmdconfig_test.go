@@ -27,6 +27,7 @@ var cmdConfigs = map[string]string{
 	"tokens":              "../services/tokens/cmd/tokens",
 	"audit-logger":        "../services/auditlogger/cmd/auditlogger",
 	"audit-logger-worker": "../services/auditlogger/cmd/auditworker",
+	"data-collector":      "../services/collector/cmd/collector",
 }
 
 // platformConfigs are the shared structs a command's Config may hold, by the

@@ -3,12 +3,12 @@ package charts
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 
-	"threatview/collector"
 	"threatview/platform/config"
 	"threatview/processor"
 	"threatview/retention"
@@ -17,7 +17,6 @@ import (
 // serviceConfigs maps each container the chart runs to a fresh value of the
 // configuration struct its command parses.
 var serviceConfigs = map[string]func() any{
-	"data-collector": func() any { return &collector.Config{} },
 	"data-processor": func() any { return &processor.Config{} },
 	"cleanup":        func() any { return &retention.CleanupConfig{} },
 	"archiver":       func() any { return &retention.ArchiverConfig{} },
@@ -137,40 +136,43 @@ func TestChart_EnvIsRead(t *testing.T) {
 // TestChart_EnvReachesConfig checks a few settings end to end: values in,
 // parsed service configuration out.
 func TestChart_EnvReachesConfig(t *testing.T) {
-	parse := func(t *testing.T, r rendered, kind, name string, cfg any) {
+	envOf := func(t *testing.T, r rendered, kind, name string) map[string]string {
 		t.Helper()
 		pods := podSpecs(r)
 		spec, ok := pods[kind+"/"+release+"-threatview-"+name]
 		if !ok {
 			t.Fatalf("no %s %s", kind, name)
 		}
-		env := resolveEnv(t, r, spec.Spec.Containers[0])
-		if err := config.Parse(func(k string) string { return env.values[k] }, cfg); err != nil {
+		return resolveEnv(t, r, spec.Spec.Containers[0]).values
+	}
+	parse := func(t *testing.T, r rendered, kind, name string, cfg any) {
+		t.Helper()
+		env := envOf(t, r, kind, name)
+		if err := config.Parse(func(k string) string { return env[k] }, cfg); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
 
 	t.Run("AuditingOff", func(t *testing.T) {
 		r := render(t, readValues(t, "threatview/ci/auditing-off.yaml"))
-		var cfg collector.Config
-		parse(t, r, "Deployment", "data-collector", &cfg)
-		if cfg.AuditURL != "" {
-			t.Errorf("collector AuditURL = %q, want blank (auditing off)", cfg.AuditURL)
+		// The collector's Config lives in its command: its variables, as set.
+		col := envOf(t, r, "Deployment", "data-collector")
+		if col["AUDITLOGGER_SERVICE_URL"] != "" {
+			t.Errorf("collector AUDITLOGGER_SERVICE_URL = %q, want blank (auditing off)", col["AUDITLOGGER_SERVICE_URL"])
 		}
 	})
 
 	t.Run("EKS", func(t *testing.T) {
 		r := render(t, readValues(t, "threatview/values-eks.yaml"))
-		var col collector.Config
-		parse(t, r, "Deployment", "data-collector", &col)
-		if !col.Broker.TLS || !strings.HasSuffix(col.Broker.Addr, ":61614") {
-			t.Errorf("collector broker %s TLS=%v, want Amazon MQ stomp+ssl on 61614", col.Broker.Addr, col.Broker.TLS)
+		col := envOf(t, r, "Deployment", "data-collector")
+		if tls, err := strconv.ParseBool(col["STOMP_TLS"]); err != nil || !tls || !strings.HasSuffix(col["STOMP_ADDR"], ":61614") {
+			t.Errorf("collector broker %s STOMP_TLS=%q, want Amazon MQ stomp+ssl on 61614", col["STOMP_ADDR"], col["STOMP_TLS"])
 		}
-		if col.GeoIPPath != "/var/lib/geoip/country.mmdb" {
-			t.Errorf("collector GeoIPPath = %q, want the mounted database", col.GeoIPPath)
+		if col["GEOIP_DB_PATH"] != "/var/lib/geoip/country.mmdb" {
+			t.Errorf("collector GEOIP_DB_PATH = %q, want the mounted database", col["GEOIP_DB_PATH"])
 		}
-		if !slices.Equal(col.TrustedProxies, []string{"10.0.0.0/16"}) {
-			t.Errorf("collector TrustedProxies = %v", col.TrustedProxies)
+		if col["COLLECTOR_TRUSTED_PROXIES"] != "10.0.0.0/16" {
+			t.Errorf("collector COLLECTOR_TRUSTED_PROXIES = %q", col["COLLECTOR_TRUSTED_PROXIES"])
 		}
 		var proc processor.Config
 		parse(t, r, "Deployment", "data-processor", &proc)

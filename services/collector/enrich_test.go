@@ -3,7 +3,6 @@ package collector_test
 import (
 	"errors"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -153,28 +152,3 @@ func TestCheckApp(t *testing.T) {
 		t.Fatalf("CheckApp = %v, want nil", err)
 	}
 }
-
-func TestConfig_Validate(t *testing.T) {
-	base := func() collector.Config {
-		return collector.Config{InternalKey: "k", TokensURL: "http://x", EventsQueue: wire.EventsQueue, MaxInFlight: 1,
-			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second}
-	}
-	if err := (func() *collector.Config { c := base(); return &c })().Validate(); err != nil {
-		t.Fatalf("Validate(base) = %v", err)
-	}
-	bad := map[string]func(*collector.Config){
-		"INTERNAL_KEY":              func(c *collector.Config) { c.InternalKey = "" },
-		"COLLECTOR_TRUSTED_PROXIES": func(c *collector.Config) { c.TrustedProxies = []string{"10.0.0.0/99"} },
-		"COLLECTOR_EVENTS_QUEUE":    func(c *collector.Config) { c.EventsQueue = "events" },
-		"COLLECTOR_RATE_BURST":      func(c *collector.Config) { c.RateLimit = 5; c.RateBurst = 0 },
-	}
-	for name, mutate := range bad {
-		c := base()
-		mutate(&c)
-		if err := c.Validate(); err == nil || !contains(err.Error(), name) {
-			t.Errorf("Validate with bad %s = %v, want an error naming it", name, err)
-		}
-	}
-}
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

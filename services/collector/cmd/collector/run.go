@@ -30,7 +30,7 @@ const defaultAddr = ":8080"
 // run starts the collector and serves until ctx ends (tests use
 // HTTP_ADDR=127.0.0.1:0 and find the address in the log).
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg collector.Config
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}
