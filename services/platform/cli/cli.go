@@ -10,12 +10,25 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 )
 
 // Version is the build's version, printed by --version. Release builds set it
 // with -ldflags "-X threatview/platform/cli.Version=..." (make images does).
 var Version = "dev"
+
+// serviceName is the name Main or MainArgs was given, nil before.
+var serviceName atomic.Pointer[string]
+
+// Name returns the command's name as given to Main or MainArgs, or "" when
+// neither ran (as in tests that call a run function directly).
+func Name() string {
+	if p := serviceName.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // RunFunc is a service's entry point: it returns when ctx is cancelled (a
 // clean shutdown returns nil) or when it fails.
@@ -34,6 +47,7 @@ func Main(name string, run RunFunc) {
 // MainArgs runs run with the command-line arguments and exits non-zero when
 // it fails.
 func MainArgs(name string, run RunArgsFunc) {
+	serviceName.Store(&name)
 	if IsVersionRequest(os.Args[1:]) {
 		fmt.Fprintf(os.Stdout, "%s %s\n", name, Version)
 		return

@@ -11,16 +11,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"threatview/platform/cli"
 )
 
 // Check reports whether one dependency is usable. It must honour ctx.
 type Check func(ctx context.Context) error
 
 // NewRegistry returns a metrics registry with the Go runtime and process
-// collectors registered.
+// collectors registered and, in a command started by cli.Main or
+// cli.MainArgs, NAME_build_info with cli.Version (see NewBuildInfo).
 func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if name := cli.Name(); name != "" {
+		reg.MustRegister(NewBuildInfo(name, cli.Version))
+	}
 	return reg
 }
 
