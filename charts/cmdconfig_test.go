@@ -28,6 +28,7 @@ var cmdConfigs = map[string]string{
 	"audit-logger":        "../services/auditlogger/cmd/auditlogger",
 	"audit-logger-worker": "../services/auditlogger/cmd/auditworker",
 	"data-collector":      "../services/collector/cmd/collector",
+	"data-processor":      "../services/processor/cmd/processor",
 }
 
 // platformConfigs are the shared structs a command's Config may hold, by the

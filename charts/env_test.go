@@ -10,16 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"threatview/platform/config"
-	"threatview/processor"
 	"threatview/retention"
 )
 
 // serviceConfigs maps each container the chart runs to a fresh value of the
 // configuration struct its command parses.
 var serviceConfigs = map[string]func() any{
-	"data-processor": func() any { return &processor.Config{} },
-	"cleanup":        func() any { return &retention.CleanupConfig{} },
-	"archiver":       func() any { return &retention.ArchiverConfig{} },
+	"cleanup":  func() any { return &retention.CleanupConfig{} },
+	"archiver": func() any { return &retention.ArchiverConfig{} },
 }
 
 // migrateEnv is what migrations/cmd/migrate reads (it has flags and three
@@ -174,10 +172,9 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		if col["COLLECTOR_TRUSTED_PROXIES"] != "10.0.0.0/16" {
 			t.Errorf("collector COLLECTOR_TRUSTED_PROXIES = %q", col["COLLECTOR_TRUSTED_PROXIES"])
 		}
-		var proc processor.Config
-		parse(t, r, "Deployment", "data-processor", &proc)
-		if !strings.Contains(proc.DatabaseURL, "sslmode=require") || !strings.Contains(proc.DatabaseURL, "secret-events_database_password@") {
-			t.Errorf("processor DatabaseURL = %q, want the password expanded and sslmode=require", proc.DatabaseURL)
+		procURL := envOf(t, r, "Deployment", "data-processor")["EVENTS_DATABASE_URL"]
+		if !strings.Contains(procURL, "sslmode=require") || !strings.Contains(procURL, "secret-events_database_password@") {
+			t.Errorf("processor EVENTS_DATABASE_URL = %q, want the password expanded and sslmode=require", procURL)
 		}
 		var clean retention.CleanupConfig
 		parse(t, r, "CronJob", "cleanup", &clean)

@@ -13,103 +13,10 @@ package processor
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math"
-	"runtime/debug"
 	"time"
 
-	"threatview/platform/httpserver"
-	"threatview/platform/mq"
 	"threatview/platform/wire"
 )
-
-// Config is the processor's configuration, read from the environment.
-type Config struct {
-	// DatabaseURL is the events DB as a postgres:// URL.
-	DatabaseURL string `env:"EVENTS_DATABASE_URL,required" secret:"true"`
-	// DBMaxConns bounds the pool (writer, aggregator, readiness, partitions).
-	DBMaxConns int32 `env:"PROCESSOR_DB_MAX_CONNS" envDefault:"4"`
-
-	Broker mq.Config
-	// Queue is the destination consumed; its dead-letter queue is wire.DeadLetter(Queue).
-	Queue string `env:"PROCESSOR_QUEUE" envDefault:"/queue/threatview.events"`
-	// Prefetch is how many unacknowledged messages the broker sends ahead,
-	// at most; PrefetchBytes may lower it (see EffectivePrefetch).
-	Prefetch int `env:"PROCESSOR_PREFETCH" envDefault:"2000"`
-	// PrefetchBytes bounds the bytes of the messages held unacknowledged
-	// (0: a quarter of GOMEMLIMIT, or 256 MiB without one). The broker's
-	// prefetch counts messages, so it is set to PrefetchBytes / MessageBytes.
-	PrefetchBytes int64 `env:"PROCESSOR_PREFETCH_BYTES" envDefault:"0"`
-	// MessageBytes is the largest message the collector sends: its message
-	// cap (512 KiB), or one request of up to 1 MiB with its enrichment.
-	MessageBytes int64 `env:"PROCESSOR_MESSAGE_BYTES" envDefault:"1572864"`
-	// BatchMaxEvents closes a batch once it holds this many events.
-	BatchMaxEvents int `env:"PROCESSOR_BATCH_MAX_EVENTS" envDefault:"2000"`
-	// BatchMaxWait closes a batch this long after its first message arrived.
-	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"25ms"`
-
-	// AggregateInterval is the pause between aggregation runs.
-	AggregateInterval time.Duration `env:"PROCESSOR_AGGREGATE_INTERVAL" envDefault:"1s"`
-	// AggregateMaxRows bounds the facts one aggregation transaction claims.
-	AggregateMaxRows int `env:"PROCESSOR_AGGREGATE_MAX_ROWS" envDefault:"50000"`
-	// PartitionsAhead is how many months after the current one have partitions.
-	PartitionsAhead int `env:"PROCESSOR_PARTITIONS_AHEAD" envDefault:"3"`
-	// LeaderPoll is how often a standby tries the leader lock and the leader
-	// checks the connection holding it.
-	LeaderPoll time.Duration `env:"PROCESSOR_LEADER_POLL" envDefault:"1s"`
-
-	// HTTP serves the ops endpoints only (default :8082).
-	HTTP     httpserver.Config
-	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
-}
-
-// DefaultHTTPAddr is where the ops endpoints listen when HTTP_ADDR is blank.
-const DefaultHTTPAddr = ":8082"
-
-// Validate checks the values parsing cannot.
-func (c *Config) Validate() error {
-	switch {
-	case c.DBMaxConns < 2:
-		return fmt.Errorf("PROCESSOR_DB_MAX_CONNS must be at least 2, got %d", c.DBMaxConns)
-	case c.Queue == "":
-		return errors.New("PROCESSOR_QUEUE must not be empty")
-	case c.Prefetch <= 0:
-		return fmt.Errorf("PROCESSOR_PREFETCH must be positive, got %d", c.Prefetch)
-	case c.PrefetchBytes < 0:
-		return fmt.Errorf("PROCESSOR_PREFETCH_BYTES must not be negative, got %d", c.PrefetchBytes)
-	case c.MessageBytes <= 0:
-		return fmt.Errorf("PROCESSOR_MESSAGE_BYTES must be positive, got %d", c.MessageBytes)
-	case c.BatchMaxEvents <= 0:
-		return fmt.Errorf("PROCESSOR_BATCH_MAX_EVENTS must be positive, got %d", c.BatchMaxEvents)
-	case c.BatchMaxWait < 0:
-		return fmt.Errorf("PROCESSOR_BATCH_MAX_WAIT must not be negative, got %s", c.BatchMaxWait)
-	case c.AggregateInterval <= 0:
-		return fmt.Errorf("PROCESSOR_AGGREGATE_INTERVAL must be positive, got %s", c.AggregateInterval)
-	case c.AggregateMaxRows <= 0:
-		return fmt.Errorf("PROCESSOR_AGGREGATE_MAX_ROWS must be positive, got %d", c.AggregateMaxRows)
-	case c.PartitionsAhead < 0:
-		return fmt.Errorf("PROCESSOR_PARTITIONS_AHEAD must not be negative, got %d", c.PartitionsAhead)
-	case c.LeaderPoll <= 0:
-		return fmt.Errorf("PROCESSOR_LEADER_POLL must be positive, got %s", c.LeaderPoll)
-	}
-	return nil
-}
-
-// EffectivePrefetch is the broker prefetch: Prefetch, lowered so that
-// that many messages of MessageBytes fit in the byte budget (PrefetchBytes,
-// or its default from GOMEMLIMIT), and at least 1. Hostile bodies cannot
-// then make the processor hold more than the budget in messages.
-func (c *Config) EffectivePrefetch() int {
-	budget := c.PrefetchBytes
-	if budget <= 0 {
-		budget = 256 << 20
-		if limit := debug.SetMemoryLimit(-1); limit > 0 && limit != math.MaxInt64 {
-			budget = limit / 4
-		}
-	}
-	n := budget / max(c.MessageBytes, 1)
-	return int(max(1, min(int64(c.Prefetch), n)))
-}
 
 // ErrUnavailable wraps every database failure: transient by definition, so
 // a batch that meets it is retried, never dead-lettered.

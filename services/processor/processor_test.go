@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"threatview/platform/config"
 	"threatview/platform/wire"
 	"threatview/processor"
 )
@@ -51,43 +50,6 @@ func TestCheckStorable(t *testing.T) {
 				t.Fatalf("CheckStorable = %v, want nil", err)
 			case tc.want != "" && (!errors.Is(err, processor.ErrUnstorable) || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("CheckStorable = %v, want ErrUnstorable naming %s", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestConfig(t *testing.T) {
-	base := map[string]string{"EVENTS_DATABASE_URL": "postgres://u:p@h/db"}
-	t.Run("Defaults", func(t *testing.T) {
-		var c processor.Config
-		if err := config.Parse(func(k string) string { return base[k] }, &c); err != nil {
-			t.Fatalf("Parse = %v", err)
-		}
-		if c.Queue != wire.EventsQueue || c.PartitionsAhead < 3 {
-			t.Fatalf("defaults = %+v, want queue %s and at least 3 months of partitions ahead", c, wire.EventsQueue)
-		}
-	})
-	for _, tc := range []struct{ name, value string }{
-		{"PROCESSOR_PREFETCH", "0"},
-		{"PROCESSOR_PREFETCH_BYTES", "-1"},
-		{"PROCESSOR_MESSAGE_BYTES", "0"},
-		{"PROCESSOR_BATCH_MAX_EVENTS", "-1"},
-		{"PROCESSOR_AGGREGATE_INTERVAL", "0s"},
-		{"PROCESSOR_AGGREGATE_MAX_ROWS", "0"},
-		{"PROCESSOR_PARTITIONS_AHEAD", "-1"},
-		{"PROCESSOR_DB_MAX_CONNS", "1"},
-		{"PROCESSOR_LEADER_POLL", "0s"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var c processor.Config
-			err := config.Parse(func(k string) string {
-				if k == tc.name {
-					return tc.value
-				}
-				return base[k]
-			}, &c)
-			if err == nil || !strings.Contains(err.Error(), tc.name) {
-				t.Fatalf("Parse with %s=%s = %v, want an error naming it", tc.name, tc.value, err)
 			}
 		})
 	}

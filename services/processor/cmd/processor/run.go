@@ -35,7 +35,7 @@ const crashAfterCommitEnv = "PROCESSOR_TEST_CRASH_AFTER_COMMIT"
 // lock, the consumer, the aggregator and partition maintenance. It returns
 // when ctx ends (nil) or something fails for good.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg processor.Config
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	defer cancel()
 	httpErr := make(chan error, 1)
 	go func() {
-		err := httpserver.Run(ctx, cfg.HTTP, processor.DefaultHTTPAddr, r, log, nil)
+		err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, r, log, nil)
 		if err != nil {
 			cancel()
 		}
@@ -146,7 +146,7 @@ func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, g
 
 // aggregate folds pending facts every interval, and straight again while a
 // run fills its whole quota (catching up after a backlog).
-func aggregate(ctx context.Context, store processor.Aggregator, cfg processor.Config, m *processor.Metrics, log *slog.Logger) {
+func aggregate(ctx context.Context, store processor.Aggregator, cfg Config, m *processor.Metrics, log *slog.Logger) {
 	t := time.NewTicker(cfg.AggregateInterval)
 	defer t.Stop()
 	for {
