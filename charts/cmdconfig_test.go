@@ -20,7 +20,7 @@ import (
 // from the source of the directory holding `type Config struct` instead (env
 // tags, plus the shared platform structs the Config holds as fields).
 var cmdConfigs = map[string]string{
-	"identity":            "../services/identity",
+	"identity":            "../services/identity/cmd/identity",
 	"visual-renderer":     "../services/visualrenderer/cmd/visualrenderer",
 	"admin-interface":     "../services/admininterface/cmd/admininterface",
 	"smoketest":           "../deploy/smoketest",

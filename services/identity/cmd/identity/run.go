@@ -24,7 +24,7 @@ var version = "dev"
 const defaultAddr = ":8085"
 
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	var cfg identity.Config
+	var cfg Config
 	if err := config.Parse(getenv, &cfg); err != nil {
 		return err
 	}

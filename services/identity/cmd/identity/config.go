@@ -1,15 +1,14 @@
-package identity
+package main
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
-	"threatview/platform/authz"
+	"threatview/identity"
 	"threatview/platform/httpserver"
 )
 
@@ -71,12 +70,12 @@ type Config struct {
 
 // Validate checks relations between fields; the error names the variable.
 func (c *Config) Validate() error {
-	if _, err := ParseKeyring(c.SigningKeys); err != nil {
+	if _, err := identity.ParseKeyring(c.SigningKeys); err != nil {
 		return fmt.Errorf("IDENTITY_SIGNING_KEYS: %w", err)
 	}
 	switch {
-	case c.AccessTTL < 30*time.Second || c.AccessTTL > MaxAccessTTL:
-		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds, with 10 s of clock leeway, how long a disabled person's token works), got %s", MaxAccessTTL, c.AccessTTL)
+	case c.AccessTTL < 30*time.Second || c.AccessTTL > identity.MaxAccessTTL:
+		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds, with 10 s of clock leeway, how long a disabled person's token works), got %s", identity.MaxAccessTTL, c.AccessTTL)
 	case c.RefreshTTL < c.AccessTTL:
 		return fmt.Errorf("IDENTITY_REFRESH_TOKEN_TTL must be at least IDENTITY_ACCESS_TOKEN_TTL, got %s", c.RefreshTTL)
 	case c.MaxFailuresUser < 1:
@@ -101,10 +100,10 @@ func (c *Config) Validate() error {
 		return errors.New("IDENTITY_BOOTSTRAP_ADMIN_USER and IDENTITY_BOOTSTRAP_ADMIN_PASSWORD go together")
 	}
 	if c.BootstrapUser != "" {
-		if _, err := NormalizeUsername(c.BootstrapUser); err != nil {
+		if _, err := identity.NormalizeUsername(c.BootstrapUser); err != nil {
 			return fmt.Errorf("IDENTITY_BOOTSTRAP_ADMIN_USER: %w", err)
 		}
-		if err := ValidatePassword(c.BootstrapPassword); err != nil {
+		if err := identity.ValidatePassword(c.BootstrapPassword); err != nil {
 			return fmt.Errorf("IDENTITY_BOOTSTRAP_ADMIN_PASSWORD: %w", err)
 		}
 	}
@@ -123,7 +122,7 @@ func (c *Config) Validate() error {
 				return err
 			}
 		}
-		m, err := ParseRoleMap(c.OIDCRoleMap)
+		m, err := identity.ParseRoleMap(c.OIDCRoleMap)
 		if err != nil {
 			return fmt.Errorf("IDENTITY_OIDC_ROLE_MAP: %w", err)
 		}
@@ -150,31 +149,6 @@ func httpURL(name, v string) error {
 func (c *Config) TrustedPrefixes() []netip.Prefix {
 	p, _ := prefixes(c.TrustedProxies)
 	return p
-}
-
-// ParseRoleMap reads "group=role,group=role" (a group may appear more than
-// once; a group may contain '=', the last one splits). The error names the
-// bad entry.
-func ParseRoleMap(s string) (map[string][]string, error) {
-	m := map[string][]string{}
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		if e == "" {
-			continue
-		}
-		i := strings.LastIndex(e, "=")
-		if i <= 0 {
-			return nil, fmt.Errorf("entry %q is not group=role", e)
-		}
-		group, role := strings.TrimSpace(e[:i]), strings.TrimSpace(e[i+1:])
-		if !authz.ValidRole(role) {
-			return nil, fmt.Errorf("entry %q: unknown role %q (want admin, analyst or auditor)", e, role)
-		}
-		if !slices.Contains(m[group], role) {
-			m[group] = append(m[group], role)
-		}
-	}
-	return m, nil
 }
 
 func prefixes(list []string) ([]netip.Prefix, error) {
