@@ -1,7 +1,7 @@
 # Local-stack settings of the identity service (sourced by scripts/stack.sh
 # after .run/env, inside the service's subshell; .run/identity.env still
 # overrides). Every variable is documented on the service's Config
-# (identity.Config in services/identity/config.go) and in its README.
+# (Config in services/identity/cmd/identity/config.go) and in its README.
 #
 # The signing key (an Ed25519 seed) and the first admin's password are
 # secrets stack.sh generates once into .run/secrets; ADMIN_KEY and
