@@ -194,8 +194,9 @@ func TestBrowser_Walk(t *testing.T) {
 		t.Errorf("the apps list does not count the apps: %q", w.Text("#apps-count"))
 	}
 	w.Shot("tokens")
-	w.Do("filter the apps", chromedp.SendKeys(chromedp.CSS("#q"), app), chromedp.Click(chromedp.CSS(`form[role="search"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`main a[href="/tokens/apps/`+app+`"]`)))
+	w.Do("filter the apps", chromedp.SendKeys(chromedp.CSS("#q"), app), chromedp.Click(chromedp.CSS(`form[role="search"] button`)))
+	w.WaitLocation("q=" + app)
+	w.Do("see the filtered list", chromedp.WaitVisible(chromedp.CSS(`main a[href="/tokens/apps/`+app+`"]`)))
 	if loc := w.Location(); !strings.Contains(loc, "q="+app) {
 		t.Errorf("the filter is not in the URL: %s", loc)
 	}

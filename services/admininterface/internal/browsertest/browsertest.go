@@ -99,6 +99,28 @@ func (w *Walker) Do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// WaitLocation waits until the tab's URL contains substr and its document
+// has loaded: a click that submits a form returns before the browser has
+// navigated, and the old page may already show what the new one will.
+func (w *Walker) WaitLocation(substr string) {
+	w.t.Helper()
+	expr := fmt.Sprintf(`location.href.includes(%q) && document.readyState === "complete"`, substr)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// An evaluation that meets the navigation fails; ask again.
+		ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("waiting for a URL with %q: %v (at %s)", substr, err, w.Location())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Location is the tab's URL.
 func (w *Walker) Location() string {
 	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
