@@ -22,12 +22,9 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -37,7 +34,6 @@ import (
 	"strings"
 	"threatview/api"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -430,48 +426,11 @@ func (h *handler) count(method string, err error) {
 	h.logins.WithLabelValues(method, result).Inc()
 }
 
-// decode reads one JSON object into dst, refusing unknown fields, trailing
-// data and oversized bodies; on failure it has written the error. Error
-// messages never echo the body (it may hold a password).
+// decode reads one JSON object into dst (httpserver.DecodeJSON); an
+// unknown field is named only when it looks like a field name, since it may
+// be a pasted secret.
 func decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err == nil && !utf8.Valid(data) {
-		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not valid UTF-8", nil)
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err == nil {
-		err = dec.Decode(dst)
-	}
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body must hold exactly one JSON object", nil)
-			return false
-		}
-		return true
-	}
-	var (
-		maxErr  *http.MaxBytesError
-		typeErr *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &maxErr):
-		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "body is larger than 16 KiB", nil)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", "field has the wrong type", map[string]string{"field": typeErr.Field})
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		if !plainName(field) {
-			// Not a field name anyone meant: maybe a secret in the wrong place.
-			httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field", nil)
-			return false
-		}
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field "+strconv.Quote(field), map[string]string{"field": field})
-	default:
-		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object", nil)
-	}
-	return false
+	return httpserver.DecodeJSON(w, r, dst, maxBody, plainName)
 }
 
 // statusOf is the one table from domain errors to HTTP statuses.

@@ -16,17 +16,12 @@
 package httpapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -239,45 +234,10 @@ func (h *handler) introspect(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decode reads one JSON object into dst, refusing unknown fields, trailing
-// data and oversized bodies; on failure it has written the error. The body
-// is read as JSON whatever its Content-Type: operators call these endpoints
-// with curl -d, which labels the body as a form.
+// decode reads one JSON object into dst (httpserver.DecodeJSON): operators
+// call these endpoints with curl -d, which labels the body as a form.
 func (h *handler) decode(w http.ResponseWriter, r *http.Request, dst any) bool {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err == nil && !utf8.Valid(data) {
-		// encoding/json would turn invalid UTF-8 into U+FFFD silently.
-		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not valid UTF-8", nil)
-		return false
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err == nil {
-		err = dec.Decode(dst)
-	}
-	if err == nil {
-		if dec.Decode(&struct{}{}) != io.EOF {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body must hold exactly one JSON object", nil)
-			return false
-		}
-		return true
-	}
-	var (
-		maxErr  *http.MaxBytesError
-		typeErr *json.UnmarshalTypeError
-	)
-	switch {
-	case errors.As(err, &maxErr):
-		httpserver.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", "body is larger than 16 KiB", nil)
-	case errors.As(err, &typeErr) && typeErr.Field != "":
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", "field has the wrong type", map[string]string{"field": typeErr.Field})
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_field", "unknown field "+strconv.Quote(field), map[string]string{"field": field})
-	default:
-		httpserver.WriteError(w, http.StatusBadRequest, "invalid_json", "body is not a JSON object", nil)
-	}
-	return false
+	return httpserver.DecodeJSON(w, r, dst, maxBody, nil)
 }
 
 // statusOf is the one table from domain errors to HTTP statuses.
