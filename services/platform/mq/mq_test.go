@@ -148,3 +148,61 @@ func TestPublisher_SendTx(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriber_AckThroughIsCumulative: one AckThrough over the first five
+// of ten deliveries acknowledges exactly those five; after a reconnect the
+// broker redelivers the other five and nothing else.
+func TestSubscriber_AckThroughIsCumulative(t *testing.T) {
+	cfg := testenv.MustBroker(t)
+	queue := testenv.Queue("mq")
+	pub := mq.NewPublisher(cfg, discard())
+	defer pub.Close()
+	for i := 0; i < 10; i++ {
+		if err := pub.Send(context.Background(), queue, []byte(fmt.Sprint(i)), nil); err != nil {
+			t.Fatalf("Send(%d) = %v", i, err)
+		}
+	}
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	sub1 := mq.Subscribe(ctx1, cfg, queue, 10, discard())
+	var ds []*mq.Delivery
+	for i := 0; i < 10; i++ {
+		ds = append(ds, receive(t, sub1, 10*time.Second))
+	}
+	if got := mq.AckThrough(ds[:5]); got != 5 {
+		t.Fatalf("AckThrough(first 5) = %d, want 5", got)
+	}
+	cancel1() // leave the other five unacknowledged
+	<-sub1.Done()
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	sub2 := mq.Subscribe(ctx2, cfg, queue, 10, discard())
+	var again []*mq.Delivery
+	for i := 5; i < 10; i++ {
+		d := receive(t, sub2, 10*time.Second)
+		if string(d.Body) != fmt.Sprint(i) {
+			t.Fatalf("redelivery %d = %q, want %q (acked messages came back or order changed)", i-5, d.Body, fmt.Sprint(i))
+		}
+		again = append(again, d)
+	}
+	select {
+	case d := <-sub2.C():
+		t.Fatalf("unexpected delivery %q after the five unacknowledged ones", d.Body)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if got := mq.AckThrough(again); got != 5 {
+		t.Fatalf("AckThrough(redelivered) = %d, want 5", got)
+	}
+	cancel2()
+	<-sub2.Done()
+
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	sub3 := mq.Subscribe(ctx3, cfg, queue, 10, discard())
+	select {
+	case d := <-sub3.C():
+		t.Fatalf("delivery %q after everything was acknowledged", d.Body)
+	case <-time.After(time.Second):
+	}
+}

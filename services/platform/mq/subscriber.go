@@ -30,8 +30,10 @@ func (d *Delivery) Header(name string) string {
 // Redelivered reports whether the broker has delivered this message before.
 func (d *Delivery) Redelivered() bool { return d.Header("redelivered") == "true" }
 
-// Ack acknowledges this one message on the connection that delivered it. It
-// fails when that connection is gone, and the broker then redelivers.
+// Ack acknowledges this message, and every earlier one its connection
+// delivered (the subscription acks cumulatively), on the connection that
+// delivered it. It fails when that connection is gone, and the broker then
+// redelivers.
 func (d *Delivery) Ack() error {
 	if d.conn == nil {
 		return fmt.Errorf("ack: %w: no connection", ErrUnavailable)
@@ -42,8 +44,34 @@ func (d *Delivery) Ack() error {
 	return nil
 }
 
-// Subscriber consumes one queue with client-individual ack and keeps
-// consuming across broker restarts.
+// AckThrough acknowledges every delivery of ds with one ACK frame per
+// connection: the subscription acks cumulatively (STOMP ack mode client), so
+// acking the last delivery of a connection acknowledges every delivery that
+// connection made before it. The caller must therefore have handled (or
+// acked) every earlier delivery of those connections; ds in delivery order.
+// It returns how many of ds are acknowledged: a delivery whose connection is
+// gone comes back after the reconnect.
+func AckThrough(ds []*Delivery) (acked int) {
+	done := make(map[*stomp.Conn]bool, 1)
+	for i := len(ds) - 1; i >= 0; i-- {
+		d := ds[i]
+		if _, seen := done[d.conn]; seen {
+			continue
+		}
+		done[d.conn] = d.Ack() == nil
+	}
+	for _, d := range ds {
+		if done[d.conn] {
+			acked++
+		}
+	}
+	return acked
+}
+
+// Subscriber consumes one queue and keeps consuming across broker restarts.
+// Its acks are cumulative (ack mode client): Ack on a delivery also
+// acknowledges the deliveries its connection made before it, so deliveries
+// are acked in order (AckThrough acks a batch with one frame).
 type Subscriber struct {
 	cfg       Config
 	dest      string
@@ -119,7 +147,7 @@ func (s *Subscriber) consume(ctx context.Context) error {
 		return err
 	}
 	defer sess.close(s.cfg.CloseTimeout)
-	sub, err := sess.conn.Subscribe(s.dest, stomp.AckClientIndividual,
+	sub, err := sess.conn.Subscribe(s.dest, stomp.AckClient,
 		stomp.SubscribeOpt.Header("activemq.prefetchSize", strconv.Itoa(s.prefetch)))
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", s.dest, err)

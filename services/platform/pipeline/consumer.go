@@ -175,8 +175,9 @@ func (c *Consumer[T]) Run(ctx context.Context, in <-chan *mq.Delivery) error {
 			c.add(b, d)
 		}
 		open := c.gather(ctx, in, b, timer)
-		c.handle(ctx, b)
-		if !open {
+		// A batch left unfinished is never acked, and since acks are
+		// cumulative no later batch may be acked either: stop.
+		if !c.handle(ctx, b) || !open {
 			return nil
 		}
 	}
@@ -244,22 +245,22 @@ func (c *Consumer[T]) add(b *batch[T], d *mq.Delivery) {
 
 // handle dead-letters the rejects, writes the items of the good parts and
 // acks every message of the batch. If it cannot finish (ctx ended, and
-// FlushTimeout after it) nothing more is acked: the broker redelivers, and
-// the store skips what was already written.
-func (c *Consumer[T]) handle(ctx context.Context, b *batch[T]) {
+// FlushTimeout after it) nothing more is acked and it returns false: the
+// broker redelivers, and the store skips what was already written.
+func (c *Consumer[T]) handle(ctx context.Context, b *batch[T]) bool {
 	start := time.Now()
 	ctx, cancel := drain(ctx, c.cfg.FlushTimeout)
 	defer cancel()
 	for _, r := range b.rejects {
 		if !c.deadLetter(ctx, r) {
-			return
+			return false
 		}
 	}
 	m := &c.cfg.Metrics
 	if len(b.items) > 0 {
 		res, err := c.write(ctx, b)
 		if err != nil {
-			return
+			return false
 		}
 		add(m.Items, res.Stored)
 		add(m.Duplicates, res.Duplicates)
@@ -270,15 +271,11 @@ func (c *Consumer[T]) handle(ctx context.Context, b *batch[T]) {
 			c.cfg.AfterCommit()
 		}
 	}
-	acked := 0
-	for _, d := range b.deliveries {
-		if err := d.Ack(); err != nil {
-			add(m.AckErrors, 1)
-			continue
-		}
-		acked++
-	}
+	// One cumulative ack per connection: every earlier delivery was acked
+	// with its own batch, or Run has stopped (handle's early returns).
+	acked := mq.AckThrough(b.deliveries)
 	if acked < len(b.deliveries) {
+		add(m.AckErrors, len(b.deliveries)-acked)
 		// The broker redelivers them; the store skips the duplicates.
 		c.log.Warn("ack failed after commit", "messages", len(b.deliveries), "acked", acked)
 	}
@@ -287,6 +284,7 @@ func (c *Consumer[T]) handle(ctx context.Context, b *batch[T]) {
 		m.BatchSeconds.Observe(time.Since(start).Seconds())
 	}
 	c.log.Debug("batch stored", "items", len(b.items), "messages", len(b.deliveries))
+	return true
 }
 
 // write stores b's items, retrying transient errors until they commit or
