@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Threat View benchmark (make bench): Go benchmarks of every module, then a
-# short load run against the local stack (about 5 minutes on 2 cores), then
+# short load run against the local stack (about 7 minutes on 2 cores), then
 # docs/performance.md.
 #
 # Steps: Go benchmarks -> sample event -> storage baseline -> run (warm-up +
-# plan at RATE, resources sampled) -> verify -> storage -> sweep -> users ->
-# overhead (a second collector with auditing off, started and stopped here)
-# -> report.
+# plan at RATE, resources sampled) -> verify -> storage -> sweep (SWEEPS
+# times) -> cpu (CPU per accepted request for the machine and each process,
+# requests per broker message, pprof CPU profiles at 1,500 req/s rendered as
+# docs/flame-NAME.svg) -> users -> overhead (a second collector with
+# auditing off, started and stopped here) -> report.
 #
-# Needs the stack up (make up) and .run/env. Tunables (environment):
+# Needs the stack up (make up) and .run/env. The CPU profiles need the
+# services started with HTTP_PPROF=true; without it the cpu step warns and
+# draws no flame graph. Tunables (environment):
 #   RATE=105 WARMUP=20s DURATION=60s          the reference-style run
-#   SWEEP_RATES=105,500,1000,1500,2000,2500,3000 SWEEP_STEP=10s
+#   SWEEP_RATES=105,500,1000,2000,3000,4000,5000 SWEEP_STEP=10s
+#   SWEEPS=1                                  run the sweep N times (sweep-1 ... sweep-N;
+#                                             sweep.json is the first)
+#   CPU_RATES=500,1500,2000 CPU_STEP=20s      plus the sweep's highest held rate
+#   CPU_PROFILE_RATE=1500 CPU_PROFILE_SECONDS=15
 #   USERS_LEVELS=5,100,500,1000 USERS_STEP=4s
 #   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
-#   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_USERS=1 SKIP_OVERHEAD=1
+#   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
 #   BENCH_OUT=.run/bench  PAGE=docs/performance.md
 # The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
 set -euo pipefail
@@ -29,6 +37,11 @@ WARMUP="${WARMUP:-20s}"
 DURATION="${DURATION:-60s}"
 SWEEP_RATES="${SWEEP_RATES:-105,500,1000,2000,3000,4000,5000}"
 SWEEP_STEP="${SWEEP_STEP:-10s}"
+SWEEPS="${SWEEPS:-1}"
+CPU_RATES="${CPU_RATES:-500,1500,2000}"
+CPU_STEP="${CPU_STEP:-20s}"
+CPU_PROFILE_RATE="${CPU_PROFILE_RATE:-1500}"
+CPU_PROFILE_SECONDS="${CPU_PROFILE_SECONDS:-15}"
 USERS_LEVELS="${USERS_LEVELS:-5,100,500,1000}"
 USERS_STEP="${USERS_STEP:-4s}"
 OVERHEAD_RATE="${OVERHEAD_RATE:-500}"
@@ -110,8 +123,43 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
   # then. Warm it (and the caches) at a high rate first; not counted.
   step "sweep warm-up: ${SWEEP_WARMUP:-30s} at ${SWEEP_WARMUP_RATE:-1500} req/s (not counted)" \
     "$LT" run -quiet -out "$OUT/sweep-warmup" -rate "${SWEEP_WARMUP_RATE:-1500}" -warmup 0s -duration "${SWEEP_WARMUP:-30s}" -pids ""
-  step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
+  if [ "$SWEEPS" -le 1 ]; then
+    step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
+  else
+    # Each sweep in its own directory; the first is also the page's main one.
+    for i in $(seq 1 "$SWEEPS"); do
+      step "sweep $i of $SWEEPS: $SWEEP_RATES ($SWEEP_STEP each)" \
+        "$LT" sweep -out "$OUT/sweep-$i" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
+      sleep 3
+    done
+    for f in sweep.json sweep.csv sweep.svg sweep.md; do
+      if [ -f "$OUT/sweep-1/$f" ]; then cp "$OUT/sweep-1/$f" "$OUT/$f"; fi
+    done
+  fi
 fi
+
+# ------------------------------------------------------------------ CPU per request
+# Whole-machine and per-process CPU per accepted request at CPU_RATES and
+# at the sweep's highest held rate, requests per broker message, and CPU
+# profiles of the collector and audit logger at CPU_PROFILE_RATE, drawn as
+# flame graphs beside the page.
+cpu() {
+  local held=()
+  [ -f "$OUT/sweep.json" ] && held=(-sweep "$OUT/sweep.json")
+  "$LT" cpu -quiet -out "$OUT" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -step-warmup 5s -pause 3s \
+    -pids "$ROOT/.run/pid" -profile-rate "$CPU_PROFILE_RATE" -profile-seconds "$CPU_PROFILE_SECONDS" || return 1
+  local name f
+  for name in collector auditlogger; do
+    f="$OUT/$name-$CPU_PROFILE_RATE.pprof"
+    if [ -f "$f" ]; then
+      "$LT" flame -in "$f" -o "$(dirname "$PAGE")/flame-$name.svg" \
+        -title "$name: CPU at $CPU_PROFILE_RATE req/s ($CPU_PROFILE_SECONDS s profile, make bench)" || return 1
+    else
+      log "no $name profile (is HTTP_PPROF=true set for it?)"
+    fi
+  done
+}
+if [ -z "${SKIP_CPU:-}" ]; then step "cpu $CPU_RATES ($CPU_STEP each), profiles at $CPU_PROFILE_RATE req/s" cpu; fi
 if [ -z "${SKIP_USERS:-}" ]; then
   step "users $USERS_LEVELS ($USERS_STEP each)" "$LT" users -out "$OUT" -users "$USERS_LEVELS" -duration "$USERS_STEP" -pause 2s
 fi

@@ -1,10 +1,10 @@
 // Command loadtest drives the local Threat View stack with simulated events
 // and measures it: constant-rate runs, rate sweeps, closed-model user
-// levels, the cost of auditing, the exactly-once and rollup promises,
-// storage per event and a bulk load. Every load targets 127.0.0.1 only and
-// stops by itself.
+// levels, the cost of auditing, CPU per request with profiles, the
+// exactly-once and rollup promises, storage per event and a bulk load.
+// Every load targets 127.0.0.1 only and stops by itself.
 //
-//	loadtest run|sweep|users|overhead|verify|storage|bulk|report|sample [flags]
+//	loadtest run|sweep|users|overhead|cpu|flame|verify|storage|bulk|report|sample [flags]
 package main
 
 import (
@@ -35,6 +35,8 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"sweep":    cmdSweep,
 	"users":    cmdUsers,
 	"overhead": cmdOverhead,
+	"cpu":      cmdCPU,
+	"flame":    cmdFlame,
 	"verify":   cmdVerify,
 	"storage":  cmdStorage,
 	"bulk":     cmdBulk,
@@ -49,6 +51,8 @@ commands:
   sweep     rising rates until p95 passes the limit or errors appear
   users     closed model: N users each sending back to back
   overhead  the same load against a collector with auditing on and one with it off
+  cpu       CPU per accepted request (machine and per process), requests per broker message, pprof profiles
+  flame     render a pprof CPU profile as a flame graph (SVG)
   verify    accepted ids stored exactly once, rollups equal count(*), audit rows = requests
   storage   bytes per event per table and projection per day/month/3 months
   bulk      a bulk load of N records with concurrent senders (the reference's 1 million)

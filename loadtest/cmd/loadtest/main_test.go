@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -94,10 +95,24 @@ func TestReport(t *testing.T) {
 	must(writeJSON(dir, "storage.json", StorageResult{Rate: 105, Projection: p}))
 	must(os.WriteFile(filepath.Join(dir, "gobench.txt"), []byte("goos: linux\npkg: threatview/loadtest/stats\nBenchmarkSummarize-2   	     100	  5000000 ns/op	  507904 B/op	       1 allocs/op\nPASS\n"), 0o644))
 
+	// 1,500 req/s for 20 s: 30,000 accepted; 16 CPU s = 0.533 ms each (goal 0.5, missed),
+	// 4 of them the generator's; 500 req/s: 10,000 accepted, 6 CPU s = 0.6 ms (goal 1.0, met).
+	must(writeJSON(dir, "cpu.json", CPUResult{Setup: Setup{CPUs: 2, CPUModel: "Test CPU"}, Step: 20 * time.Second, StepWarmup: 5 * time.Second, ProfileRate: 1500, ProfileSeconds: 15,
+		Steps: []CPUStep{
+			{Rate: 500, Accepted: 10000, Wall: 20 * time.Second, CPUs: 2, MachineCPU: 6, GeneratorCPU: 1, Held: true, Codes: "10000×202",
+				Summary: stats.Summary{Label: "500/s", Samples: 10000, P95: ms(4), Span: 20 * time.Second}},
+			{Rate: 1500, Accepted: 30000, Wall: 20 * time.Second, CPUs: 2, MachineCPU: 16, GeneratorCPU: 4, Held: true, Codes: "30000×202",
+				Summary:  stats.Summary{Label: "1500/s", Samples: 30000, P95: ms(8), Span: 20 * time.Second},
+				Procs:    []procstat.Usage{{Name: "collector", CPUSeconds: 6, Wall: 20 * time.Second}},
+				Messages: []MessageRatio{{Source: "collector", Queue: "events", What: "requests per message", Num: 30000, Messages: 2500, Per: 12}}},
+		}}))
+
 	out := filepath.Join(t.TempDir(), "docs", "performance.md")
 	if d := os.Getenv("LOADTEST_REPORT_DIR"); d != "" {
 		out = filepath.Join(d, "performance.md")
 	}
+	must(os.MkdirAll(filepath.Dir(out), 0o755))
+	must(os.WriteFile(filepath.Join(filepath.Dir(out), "flame-collector.svg"), []byte("<svg/>"), 0o644))
 	if err := run(context.Background(), []string{"report", "-in", dir, "-o", out}, env(nil), io.Discard, io.Discard); err != nil {
 		t.Fatalf("report = %v", err)
 	}
@@ -119,10 +134,23 @@ func TestReport(t *testing.T) {
 		// storage: (600 + 400) B × 105 × 86400 = 9.1 GB per day, under half of 40 GB.
 		"9.1 GB/day",
 		"Throughput drop with auditing on (closed model, 50 users): **10.0%**",
+		"## CPU per request", "2 CPU cores (Test CPU)",
+		"| 1500/s | 1500.0/s | 8.00 | 30000 | 30000×202 | 0.80 of 2 | 0.533 | 0.60 | 0.400 |",
+		"| collector | – | – | 0.300 | 0.200 |",
+		"| 1500/s | collector | events | requests per message | 30000 | 2500 | 12.00 |",
+		"| machine CPU per accepted request ≤ 0.5 ms at 1,500 req/s | — | ≤ 0.5 ms | 0.533 ms (0.400 ms without the load generator) | **no** |",
+		"| machine CPU per accepted request ≤ 1.0 ms at 500 req/s | — | ≤ 1.0 ms | 0.600 ms (0.500 ms without the load generator) | yes |",
+		"![collector CPU flame graph](flame-collector.svg)",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
+	}
+	if strings.Contains(page, "Repeated sweeps") {
+		t.Error("page lists repeated sweeps with only one")
+	}
+	if strings.Contains(page, "flame-auditlogger.svg") {
+		t.Error("page links a flame graph that is not there")
 	}
 	if strings.Contains(page, "@SWEEP_SVG@") {
 		t.Error("placeholder left in page")
@@ -138,6 +166,48 @@ func TestReport(t *testing.T) {
 		} else if err != nil {
 			t.Fatalf("sweep SVG: %v", err)
 		}
+	}
+}
+
+func TestReport_RepeatedSweeps(t *testing.T) {
+	dir := t.TempDir()
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	plan := stats.Summary{Label: "Application startup", Samples: 6300, P95: ms(5), Span: 60 * time.Second}
+	if err := writeJSON(dir, "run.json", RunResult{Rate: 105, Duration: time.Minute, Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	// Three sweeps: the second missed 2,000 req/s, the third did not reach it.
+	for i, held := range []float64{2000, 1500, 1000} {
+		st := []SweepStep{{Rate: 1000, Summary: stats.Summary{Label: "1000/s", Samples: 1000, P95: ms(3), Span: time.Second}, Held: true, Codes: "1000×202"}}
+		if held >= 1500 {
+			st = append(st, SweepStep{Rate: 2000, Summary: stats.Summary{Label: "2000/s", Samples: 2000, Failed: 2, P95: ms(9), Span: time.Second}, Held: held == 2000, Codes: "1998×202, 2×503"})
+		}
+		sw := SweepResult{Step: 10 * time.Second, P95Limit: 20 * time.Millisecond, Steps: st, Held: held}
+		if err := writeJSON(filepath.Join(dir, fmt.Sprintf("sweep-%d", i+1)), "sweep.json", sw); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := writeJSON(dir, "sweep.json", sw); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	page, _, err := buildReport(dir, "T", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"### Repeated sweeps", "The sweep was run 3 times",
+		"| 2 | 1500 req/s | 9.00 ms | 2 | 1998×202, 2×503 |",
+		"| 3 | 1000 req/s | not reached | – | – |",
+		"| 2000, 1500, 1000 req/s held in 3 sweeps | **no** |", "sweep 2 held 1500 req/s; sweep 3 held 1000 req/s",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "## CPU per request") {
+		t.Error("page has a CPU section without cpu.json")
 	}
 }
 

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"threatview/loadtest/load"
+	"threatview/loadtest/procstat"
+	"threatview/loadtest/stats"
+)
+
+func TestParseProcStat(t *testing.T) {
+	in := `cpu  1000 50 300 9000 200 10 40 7 100 0
+cpu0 500 25 150 4500 100 5 20 3 50 0
+cpu1 500 25 150 4500 100 5 20 4 50 0
+intr 123456 0 0
+ctxt 987654
+cpufreq 1
+`
+	got, err := parseProcStat([]byte(in))
+	if err != nil {
+		t.Fatalf("parseProcStat = %v", err)
+	}
+	// busy = user + nice + system + irq + softirq + steal (guest is in user).
+	want := machineStat{busy: (1000 + 50 + 300 + 10 + 40 + 7) / 100.0, idle: (9000 + 200) / 100.0, cpus: 2}
+	if math.Abs(got.busy-want.busy) > 1e-9 || math.Abs(got.idle-want.idle) > 1e-9 || got.cpus != want.cpus {
+		t.Errorf("parseProcStat = %+v, want %+v", got, want)
+	}
+	for _, bad := range []string{"", "intr 1 2\n", "cpu 1 2 3\n", "cpu 1 2 3 x 5 6 7 8\n"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("parseProcStat(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+const promText = `# HELP collector_message_requests Requests coalesced into one message, by destination (events, audit).
+# TYPE collector_message_requests histogram
+collector_message_requests_bucket{destination="events",le="1"} 1495
+collector_message_requests_bucket{destination="events",le="+Inf"} 20323
+collector_message_requests_sum{destination="events"} 88080
+collector_message_requests_count{destination="events"} 20323
+collector_message_requests_sum{destination="audit"} 12
+collector_message_requests_count{destination="audit"} 4
+odd_labels{path="a \"quoted\", \\ value",x="1"} 2.5e3 1700000000000
+auditlogger_broker_messages_total{result="error"} 3
+auditlogger_broker_messages_total{result="ok"} 40
+auditlogger_records_published_total 400
+up 1
+`
+
+func TestParseProm(t *testing.T) {
+	ss, err := parseProm(promText)
+	if err != nil {
+		t.Fatalf("parseProm = %v", err)
+	}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+		ok     bool
+	}{
+		{"collector_message_requests_sum", map[string]string{"destination": "events"}, 88080, true},
+		{"collector_message_requests_count", map[string]string{"destination": "events"}, 20323, true},
+		{"collector_message_requests_count", map[string]string{"destination": "audit"}, 4, true},
+		{"collector_message_requests_count", map[string]string{"destination": "nowhere"}, 0, false},
+		{"collector_message_requests_bucket", map[string]string{"le": "+Inf"}, 20323, true},
+		{"auditlogger_broker_messages_total", nil, 43, true}, // every result
+		{"auditlogger_broker_messages_total", map[string]string{"result": "ok"}, 40, true},
+		{"odd_labels", map[string]string{"path": `a "quoted", \ value`}, 2500, true},
+		{"up", nil, 1, true},
+		{"missing", nil, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := promSum(ss, tt.name, tt.labels)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("promSum(%s%v) = %v, %v, want %v, %v", tt.name, tt.labels, got, ok, tt.want, tt.ok)
+		}
+	}
+	for _, bad := range []string{"novalue", `x{a="1} 2`, `x{a=1} 2`, "x abc"} {
+		if _, err := parseProm(bad); err == nil {
+			t.Errorf("parseProm(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+func TestMessageRatios(t *testing.T) {
+	before, err := parseProm(promText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := parseProm(strings.NewReplacer(
+		`collector_message_requests_sum{destination="events"} 88080`, `collector_message_requests_sum{destination="events"} 118080`, // +30000 requests
+		`collector_message_requests_count{destination="events"} 20323`, `collector_message_requests_count{destination="events"} 22323`, // in +2000 messages
+		`auditlogger_broker_messages_total{result="ok"} 40`, `auditlogger_broker_messages_total{result="ok"} 50`,
+		`auditlogger_records_published_total 400`, `auditlogger_records_published_total 700`,
+	).Replace(promText) + "collector_message_events_sum 60\ncollector_message_events_count 20\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := messageRatios(map[string][]promSample{"collector": before, "auditlogger": before},
+		map[string][]promSample{"collector": after, "auditlogger": after})
+	want := map[string]float64{
+		"events/requests per message": 15,
+		"events/events per message":   3, // a series new during the step counts from zero
+		"audit/records per message":   30,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("messageRatios = %+v, want %d ratios (the audit batches did not move)", got, len(want))
+	}
+	for _, r := range got {
+		k := r.Queue + "/" + r.What
+		if w, ok := want[k]; !ok || math.Abs(r.Per-w) > 1e-9 {
+			t.Errorf("ratio %s = %v, want %v", k, r.Per, w)
+		}
+	}
+	if r := messageRatios(map[string][]promSample{}, map[string][]promSample{"collector": after}); r != nil {
+		t.Errorf("messageRatios without a read before = %+v, want none", r)
+	}
+}
+
+func TestCPUStep_PerRequest(t *testing.T) {
+	s := CPUStep{
+		Rate: 1500, Accepted: 30000, Wall: 20 * time.Second, CPUs: 2,
+		MachineCPU: 24, GeneratorCPU: 6,
+		Summary: stats.Summary{Samples: 30000, Span: 20 * time.Second},
+	}
+	tests := []struct {
+		name      string
+		got, want float64
+	}{
+		{"MachineCores", s.MachineCores(), 1.2},
+		{"MachineMs", s.MachineMs(), 0.8},
+		{"StackCores", s.StackCores(), 0.9},
+		{"StackMs", s.StackMs(), 0.6},
+		{"Achieved", s.Achieved(), 1500},
+		{"msPerRequest(nothing accepted)", msPerRequest(3, 0), 0},
+		{"perSecond(no wall)", perSecond(3, 0), 0},
+	}
+	for _, tt := range tests {
+		if math.Abs(tt.got-tt.want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
+		}
+	}
+	res := CPUResult{Steps: []CPUStep{s}}
+	res.Steps[0].Procs = []procstat.Usage{{Name: "collector", CPUSeconds: 9, Wall: 20 * time.Second}}
+	md := cpuMD(res)
+	for _, want := range []string{"| 1500/s (missed) | 1500.0/s |", "| 1.20 of 2 | 0.800 | 0.90 | 0.600 |", "| collector | 0.450 | 0.300 |",
+		"| everything else on the machine | 0.750 | 0.500 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("cpuMD lacks %q:\n%s", want, md)
+		}
+	}
+	csv := cpuCSV(res)
+	if len(csv) != 5 || csv[3][4] != "collector" || csv[3][8] != "0.3000" || csv[4][5] != "15.00" {
+		t.Errorf("cpuCSV = %q", csv)
+	}
+}
+
+func TestParseNamedURLs(t *testing.T) {
+	got, err := parseNamedURLs("collector=http://127.0.0.1:8080/, auditlogger=http://127.0.0.1:8081")
+	if err != nil || len(got) != 2 || got[0] != (namedURL{"collector", "http://127.0.0.1:8080"}) || got[1].name != "auditlogger" {
+		t.Errorf("parseNamedURLs = %+v, %v", got, err)
+	}
+	if got, err := parseNamedURLs("none"); err != nil || got != nil {
+		t.Errorf("parseNamedURLs(none) = %+v, %v", got, err)
+	}
+	if _, err := parseNamedURLs("x=http://10.0.0.1:8080"); !errors.Is(err, load.ErrNotLoopback) {
+		t.Errorf("parseNamedURLs(not loopback) = %v, want ErrNotLoopback", err)
+	}
+	if _, err := parseNamedURLs("http://127.0.0.1:8080"); err == nil {
+		t.Error("parseNamedURLs without a name = nil error")
+	}
+}
+
+func TestCPU_NotLoopback(t *testing.T) {
+	err := run(context.Background(), []string{"cpu", "-token", "t", "-profile", "c=http://192.0.2.1:8080"}, env(nil), io.Discard, io.Discard)
+	if !errors.Is(err, load.ErrNotLoopback) {
+		t.Errorf("cpu with a remote profile target = %v, want ErrNotLoopback", err)
+	}
+}
