@@ -122,10 +122,13 @@ func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {
 		stomp.ConnOpt.Logger(stompLogger{log: log}),
 	}
 	if cfg.HeartBeat > 0 {
-		// The grace go-stomp allows for a late heart-beat defaults to 5 s,
-		// which a loaded 2-core machine overshoots; allow a whole interval.
+		// The grace go-stomp allows for a late heart-beat defaults to 5 s.
+		// ActiveMQ sends its first beat two intervals after CONNECTED (one
+		// apart after that), so a grace of one interval expires just as that
+		// beat is due: idle subscriptions (the revocation topic) were dropped
+		// 20 s after subscribing whenever the machine was busy. Allow two.
 		opts = append(opts, stomp.ConnOpt.HeartBeat(cfg.HeartBeat, cfg.HeartBeat),
-			stomp.ConnOpt.HeartBeatError(max(cfg.HeartBeat, 5*time.Second)))
+			stomp.ConnOpt.HeartBeatError(max(2*cfg.HeartBeat, 5*time.Second)))
 	}
 	if cfg.Login != "" {
 		opts = append(opts, stomp.ConnOpt.Login(cfg.Login, cfg.Passcode))

@@ -97,11 +97,12 @@ func dialSend(ctx context.Context, cfg Config, log *slog.Logger) (*sendConn, err
 	if cfg.HeartBeat > 0 && sx > 0 {
 		recvEvery = max(cfg.HeartBeat, sx)
 	}
-	// A loaded 2-core machine overshoots a tight grace; allow a whole
-	// interval, and at least 5 s, past the expected beat.
+	// ActiveMQ's first beat comes two intervals after CONNECTED, and a
+	// loaded 2-core machine overshoots a tight grace: allow two intervals,
+	// and at least 5 s, past the expected beat.
 	var readTimeout time.Duration
 	if recvEvery > 0 {
-		readTimeout = recvEvery + max(recvEvery, 5*time.Second)
+		readTimeout = recvEvery + max(2*recvEvery, 5*time.Second)
 	}
 	go c.readLoop(r, readTimeout)
 	if sendEvery > 0 {
