@@ -34,7 +34,10 @@ type Config struct {
 	// BatchMaxEvents closes a batch once it holds this many events.
 	BatchMaxEvents int `env:"PROCESSOR_BATCH_MAX_EVENTS" envDefault:"2000"`
 	// BatchMaxWait closes a batch this long after its first message arrived.
-	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"25ms"`
+	// Nobody waits on it (the collector has answered already); longer
+	// batches cost PostgreSQL less per event (0.15 against 0.22 cores at
+	// 1,500 req/s for 100 ms against 25 ms).
+	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"100ms"`
 
 	// AggregateInterval is the pause between aggregation runs.
 	AggregateInterval time.Duration `env:"PROCESSOR_AGGREGATE_INTERVAL" envDefault:"1s"`
