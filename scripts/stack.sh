@@ -34,6 +34,9 @@ PG_PORT="${THREATVIEW_PG_PORT:-15432}"
 MARIADB_PORT="${THREATVIEW_MARIADB_PORT:-13306}"
 STOMP_PORT="${THREATVIEW_STOMP_PORT:-61663}"
 OPENWIRE_PORT="${THREATVIEW_OPENWIRE_PORT:-61626}"
+# The broker's JVM options (G1, the JVM's default here, measured against
+# SerialGC: SerialGC's full collections stalled sends for over a second).
+ACTIVEMQ_JAVA_OPTS="${ACTIVEMQ_JAVA_OPTS:--Xms256m -Xmx1g}"
 LOOPBACK=127.0.0.1
 
 # Service table: name|package dir|listen addr
@@ -494,7 +497,8 @@ log4j.appender.console.layout=org.apache.log4j.PatternLayout
 log4j.appender.console.layout.ConversionPattern=%d{ISO8601} | %-5p | %m | %c | %t%n
 EOF
     log "activemq: starting (STOMP $LOOPBACK:$STOMP_PORT, OpenWire $LOOPBACK:$OPENWIRE_PORT)"
-    (cd "$base" && exec nohup java -Xms256m -Xmx1g \
+    # shellcheck disable=SC2086
+    (cd "$base" && exec nohup java $ACTIVEMQ_JAVA_OPTS \
       -Djava.io.tmpdir="$base/tmp" \
       -Dlog4j.configuration="file:$base/conf/log4j.properties" \
       -Dactivemq.home="$AMQ_HOME" -Dactivemq.base="$base" \
