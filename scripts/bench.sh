@@ -5,10 +5,12 @@
 #
 # Steps: Go benchmarks -> sample event -> storage baseline -> run (warm-up +
 # plan at RATE, resources sampled) -> verify -> storage -> sweep (SWEEPS
-# times) -> cpu (CPU per accepted request for the machine and each process,
-# requests per broker message, pprof CPU profiles at 1,500 req/s rendered as
+# times, each from a freshly restarted stack with SWEEP_FRESH=1) -> cpu (CPU
+# per accepted request for the machine and each process, requests per broker
+# message, pprof CPU profiles at 1,500 req/s rendered as
 # docs/flame-NAME.svg) -> users -> overhead (a second collector with
-# auditing off, started and stopped here) -> report.
+# auditing off, started and stopped here) -> report (with a before/after
+# CPU table when CPU_BEFORE names an earlier cpu.json).
 #
 # Needs the stack up (make up) and .run/env. The CPU profiles need the
 # services started with HTTP_PPROF=true; without it the cpu step warns and
@@ -17,8 +19,20 @@
 #   SWEEP_RATES=105,500,1000,2000,3000,4000,5000 SWEEP_STEP=10s
 #   SWEEPS=1                                  run the sweep N times (sweep-1 ... sweep-N;
 #                                             sweep.json is the first)
+#   SWEEP_WARMUP=30s SWEEP_WARMUP_RATE=1500    uncounted warm-up before the sweeps
+#   SWEEP_FRESH=1                             before each sweep: scripts/stack.sh down, up
+#                                             (services rebuilt from the tree), the warm-up;
+#                                             sweeps go to sweep-1 ... even when SWEEPS=1;
+#                                             the restarted stack gets this script's
+#                                             environment (HTTP_PPROF=true, ACTIVEMQ_JAVA_OPTS,
+#                                             ... as when it was started); logs in
+#                                             BENCH_OUT/stack-restart-N.log
 #   CPU_RATES=500,1500,2000 CPU_STEP=20s      plus the sweep's highest held rate
 #   CPU_PROFILE_RATE=1500 CPU_PROFILE_SECONDS=15
+#   CPU_LABEL="this tree, <short hash>"       names this build in cpu.json
+#   CPU_BEFORE=docs/bench/cpu-before.json     (when it exists) an earlier build's cpu.json,
+#                                             copied to BENCH_OUT/cpu-before.json: the page
+#                                             compares the two ("Before and after")
 #   USERS_LEVELS=5,100,500,1000 USERS_STEP=4s
 #   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
@@ -38,10 +52,19 @@ DURATION="${DURATION:-60s}"
 SWEEP_RATES="${SWEEP_RATES:-105,500,1000,2000,3000,4000,5000}"
 SWEEP_STEP="${SWEEP_STEP:-10s}"
 SWEEPS="${SWEEPS:-1}"
+SWEEP_WARMUP="${SWEEP_WARMUP:-30s}"
+SWEEP_WARMUP_RATE="${SWEEP_WARMUP_RATE:-1500}"
+SWEEP_FRESH="${SWEEP_FRESH:-}"
 CPU_RATES="${CPU_RATES:-500,1500,2000}"
 CPU_STEP="${CPU_STEP:-20s}"
 CPU_PROFILE_RATE="${CPU_PROFILE_RATE:-1500}"
 CPU_PROFILE_SECONDS="${CPU_PROFILE_SECONDS:-15}"
+if [ -z "${CPU_LABEL:-}" ]; then
+  CPU_LABEL="this tree"
+  if h="$(git rev-parse --short HEAD 2>/dev/null)" && [ -n "$h" ]; then CPU_LABEL="this tree, $h"; fi
+fi
+if [ -z "${CPU_BEFORE:-}" ] && [ -f docs/bench/cpu-before.json ]; then CPU_BEFORE=docs/bench/cpu-before.json; fi
+CPU_BEFORE="${CPU_BEFORE:-}"
 USERS_LEVELS="${USERS_LEVELS:-5,100,500,1000}"
 USERS_STEP="${USERS_STEP:-4s}"
 OVERHEAD_RATE="${OVERHEAD_RATE:-500}"
@@ -117,20 +140,47 @@ if [ -f "$OUT/run.json" ]; then
   step "storage" "$LT" storage -out "$OUT" -rate "$RATE" -baseline "$OUT/storage-base.json"
 fi
 
+# The broker is a JVM: its hot paths are compiled during the first minutes
+# of real load, and a cold one stalls for hundreds of milliseconds now and
+# then. Warm it (and the caches) at a high rate first; not counted.
+sweep_warmup() { # DIR
+  "$LT" run -quiet -out "$1" -rate "$SWEEP_WARMUP_RATE" -warmup 0s -duration "$SWEEP_WARMUP" -pids ""
+}
+# SWEEP_FRESH=1: the whole stack stopped and started again (its data and
+# .run/env kept; services rebuilt from the tree), then the collector awaited.
+restart_stack() { # LOG
+  bash scripts/stack.sh down >>"$1" 2>&1 || return 1
+  bash scripts/stack.sh up >>"$1" 2>&1 || return 1
+  local i
+  for i in $(seq 1 60); do
+    curl -fsS -m 2 -o /dev/null "$COLLECTOR_URL/healthz" 2>/dev/null && return 0
+    sleep 1
+  done
+  log "collector not answering at $COLLECTOR_URL after the restart"
+  return 1
+}
+sweep_n() { # N: sweep N into $OUT/sweep-N, after a restart and warm-up when SWEEP_FRESH is set
+  local i="$1" fresh=()
+  if [ -n "$SWEEP_FRESH" ]; then
+    log "sweep $i: restarting the stack (log in ${OUT#"$ROOT"/}/stack-restart-$i.log)"
+    restart_stack "$OUT/stack-restart-$i.log" || { log "sweep $i: restart failed, see the log"; return 1; }
+    log "sweep $i: warm-up $SWEEP_WARMUP at $SWEEP_WARMUP_RATE req/s (not counted)"
+    sweep_warmup "$OUT/sweep-$i-warmup" || return 1
+    fresh=(-fresh)
+  fi
+  "$LT" sweep -out "$OUT/sweep-$i" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s "${fresh[@]}"
+}
 if [ -z "${SKIP_SWEEP:-}" ]; then
-  # The broker is a JVM: its hot paths are compiled during the first minutes
-  # of real load, and a cold one stalls for hundreds of milliseconds now and
-  # then. Warm it (and the caches) at a high rate first; not counted.
-  step "sweep warm-up: ${SWEEP_WARMUP:-30s} at ${SWEEP_WARMUP_RATE:-1500} req/s (not counted)" \
-    "$LT" run -quiet -out "$OUT/sweep-warmup" -rate "${SWEEP_WARMUP_RATE:-1500}" -warmup 0s -duration "${SWEEP_WARMUP:-30s}" -pids ""
-  if [ "$SWEEPS" -le 1 ]; then
+  if [ -z "$SWEEP_FRESH" ]; then
+    step "sweep warm-up: $SWEEP_WARMUP at $SWEEP_WARMUP_RATE req/s (not counted)" sweep_warmup "$OUT/sweep-warmup"
+  fi
+  if [ "$SWEEPS" -le 1 ] && [ -z "$SWEEP_FRESH" ]; then
     step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
   else
     # Each sweep in its own directory; the first is also the page's main one.
     for i in $(seq 1 "$SWEEPS"); do
-      step "sweep $i of $SWEEPS: $SWEEP_RATES ($SWEEP_STEP each)" \
-        "$LT" sweep -out "$OUT/sweep-$i" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
-      sleep 3
+      step "sweep $i of $SWEEPS${SWEEP_FRESH:+ (fresh stack)}: $SWEEP_RATES ($SWEEP_STEP each)" sweep_n "$i"
+      [ -n "$SWEEP_FRESH" ] || sleep 3
     done
     for f in sweep.json sweep.csv sweep.svg sweep.md; do
       if [ -f "$OUT/sweep-1/$f" ]; then cp "$OUT/sweep-1/$f" "$OUT/$f"; fi
@@ -146,7 +196,7 @@ fi
 cpu() {
   local held=()
   [ -f "$OUT/sweep.json" ] && held=(-sweep "$OUT/sweep.json")
-  "$LT" cpu -quiet -out "$OUT" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -step-warmup 5s -pause 3s \
+  "$LT" cpu -quiet -out "$OUT" -label "$CPU_LABEL" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -step-warmup 5s -pause 3s \
     -pids "$ROOT/.run/pid" -profile-rate "$CPU_PROFILE_RATE" -profile-seconds "$CPU_PROFILE_SECONDS" || return 1
   local name f
   for name in collector auditlogger; do
@@ -211,6 +261,17 @@ overhead() {
 if [ -z "${SKIP_OVERHEAD:-}" ]; then step "overhead: audit on vs off" overhead; fi
 
 # ------------------------------------------------------------------ the page
+# An earlier build's cpu.json (CPU_BEFORE) beside this one's: the page's
+# "Before and after" table. Keep one with `cp BENCH_OUT/cpu.json
+# docs/bench/cpu-before.json` before changing the code.
+if [ -n "$CPU_BEFORE" ]; then
+  if [ -f "$CPU_BEFORE" ]; then
+    cp "$CPU_BEFORE" "$OUT/cpu-before.json"
+    log "comparing CPU with $CPU_BEFORE"
+  else
+    log "warning: CPU_BEFORE=$CPU_BEFORE does not exist; no before/after table"
+  fi
+fi
 step "report -> $PAGE" "$LT" report -in "$OUT" -o "$PAGE"
 log "results (Markdown, CSV, JSON, SVG) in ${OUT#"$ROOT"/}"
 exit "$rc"

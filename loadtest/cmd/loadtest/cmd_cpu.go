@@ -24,7 +24,10 @@ import (
 
 // CPUResult is what `cpu` writes to cpu.json.
 type CPUResult struct {
-	Setup          Setup         `json:"setup"`
+	Setup Setup `json:"setup"`
+	// Label names the setup measured (free text, e.g. the build), for the
+	// report's before-and-after comparison.
+	Label          string        `json:"label,omitempty"`
 	Step           time.Duration `json:"step"`
 	StepWarmup     time.Duration `json:"step_warmup"`
 	P95Limit       time.Duration `json:"p95_limit"`
@@ -121,6 +124,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 	profRate := fs.Float64("profile-rate", 1500, "rate at which to take CPU profiles (0: none)")
 	profiles := fs.String("profile", "", "NAME=BASEURL,... services to profile through /debug/pprof (default collector=URL,auditlogger=$THREATVIEW_AUDIT_URL; none: skip)")
 	profSecs := fs.Int("profile-seconds", 15, "length of each CPU profile (at most -step)")
+	label := fs.String("label", "", "free text naming this setup, e.g. the build (the report's before-and-after table prints it)")
 	sweepFile := fs.String("sweep", "", "sweep.json whose highest held rate is measured too (skipped when missing)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -168,7 +172,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 
-	res := CPUResult{Setup: c.setup(nil), Step: *step, StepWarmup: *warm, P95Limit: *limit, ProfileRate: *profRate, ProfileSeconds: *profSecs}
+	res := CPUResult{Setup: c.setup(nil), Label: *label, Step: *step, StepWarmup: *warm, P95Limit: *limit, ProfileRate: *profRate, ProfileSeconds: *profSecs}
 	client := &http.Client{Timeout: 5 * time.Second}
 	for i, r := range rs {
 		gen, err := c.generator(uint64(500 + i))

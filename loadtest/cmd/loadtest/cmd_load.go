@@ -29,6 +29,9 @@ type SweepResult struct {
 	P95Limit time.Duration `json:"p95_limit"`
 	Steps    []SweepStep   `json:"steps"`
 	Held     float64       `json:"held_rate"` // highest rate that held; 0 if none
+	// Fresh says the stack was restarted (and warmed) just before this
+	// sweep, as `-fresh` declares; the sweep does not restart it itself.
+	Fresh bool `json:"fresh,omitempty"`
 }
 
 func cmdSweep(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -42,6 +45,7 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 	pause := fs.Duration("pause", 3*time.Second, "pause between rates (lets queues drain)")
 	limit := fs.Duration("p95", 20*time.Millisecond, "p95 limit")
 	keepGoing := fs.Int("past", 1, "rates to try past the first that fails (for the plot)")
+	fresh := fs.Bool("fresh", false, "record that the stack was freshly restarted before this sweep (scripts/bench.sh SWEEP_FRESH=1 does the restart)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +57,7 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	res := SweepResult{Setup: c.setup(nil), Step: *step, P95Limit: *limit}
+	res := SweepResult{Setup: c.setup(nil), Step: *step, P95Limit: *limit, Fresh: *fresh}
 	failures := 0
 	for i, r := range rs {
 		gen, err := c.generator(uint64(100 + i))

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -75,6 +76,7 @@ type reportInputs struct {
 	sweep    *SweepResult
 	sweeps   []SweepResult // repeated sweeps (sweep-1, sweep-2, ...) when there are several
 	cpu      *CPUResult
+	cpuPrev  *CPUResult // cpu-before.json: the same measurement with an earlier build
 	users    *UsersResult
 	overhead *OverheadResult
 	verify   *VerifyResult
@@ -109,6 +111,9 @@ func readInputs(dir string) (reportInputs, error) {
 		return in, err
 	}
 	if in.cpu, err = loadOptional[CPUResult](dir, "cpu.json"); err != nil {
+		return in, err
+	}
+	if in.cpuPrev, err = loadOptional[CPUResult](dir, "cpu-before.json"); err != nil {
 		return in, err
 	}
 	if in.users, err = loadOptional[UsersResult](dir, "users.json"); err != nil {
@@ -231,11 +236,14 @@ func buildReport(dir, title string, flames []string) (string, string, error) {
 			}
 		}
 		p("%s\n", summariesMD(rows))
+		if s.Fresh {
+			p("The sweep started from a freshly restarted stack (`scripts/stack.sh down`, then `up`) after an uncounted warm-up.\n\n")
+		}
 		p("**Highest rate that held: %.0f req/s.**\n\n![latency percentiles against rate](@SWEEP_SVG@)\n\n", s.Held)
 	}
 	if len(in.sweeps) > 1 {
 		p("### Repeated sweeps\n\n")
-		p("The sweep was run %d times in a row (the table above is the first).\n\n", len(in.sweeps))
+		p("The sweep was run %d times in a row (the table above is the first). %s\n\n", len(in.sweeps), sweepsFreshness(in.sweeps))
 		p("%s\n", sweepsMD(in.sweeps))
 	}
 	if in.users != nil {
@@ -283,7 +291,7 @@ func buildReport(dir, title string, flames []string) (string, string, error) {
 	}
 
 	if in.cpu != nil {
-		p("%s", cpuSection(*in.cpu, flames))
+		p("%s", cpuSection(*in.cpu, in.cpuPrev, flames))
 	}
 
 	if in.storage != nil {
@@ -567,10 +575,28 @@ func thousands(v float64) string {
 	return s
 }
 
+// sweepsFreshness says whether the sweeps each started from a freshly
+// restarted stack.
+func sweepsFreshness(sweeps []SweepResult) string {
+	fresh := 0
+	for _, sw := range sweeps {
+		if sw.Fresh {
+			fresh++
+		}
+	}
+	switch fresh {
+	case len(sweeps):
+		return "Each sweep started from a freshly restarted stack (`scripts/stack.sh down`, then `up`) after an uncounted warm-up."
+	case 0:
+		return "The sweeps ran one after another on the same running stack, warmed once before the first."
+	}
+	return fmt.Sprintf("%d of the %d sweeps started from a freshly restarted stack (the \"fresh stack\" column); the others ran on the stack as the previous sweep left it.", fresh, len(sweeps))
+}
+
 // sweepsMD lists each sweep's highest held rate and its step at the goal.
 func sweepsMD(sweeps []SweepResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "| sweep | highest rate held | p95 at %s req/s | failed at %s req/s | responses at %s req/s |\n|---:|---:|---:|---:|---|\n",
+	fmt.Fprintf(&b, "| sweep | fresh stack | highest rate held | p95 at %s req/s | failed at %s req/s | responses at %s req/s |\n|---:|---|---:|---:|---:|---|\n",
 		thousands(goalRate), thousands(goalRate), thousands(goalRate))
 	for i, sw := range sweeps {
 		p95, failed, codes := "not reached", "–", "–"
@@ -579,13 +605,14 @@ func sweepsMD(sweeps []SweepResult) string {
 				p95, failed, codes = stats.Ms(st.Summary.P95)+" ms", fmt.Sprint(st.Summary.Failed), st.Codes
 			}
 		}
-		fmt.Fprintf(&b, "| %d | %.0f req/s | %s | %s | %s |\n", i+1, sw.Held, p95, failed, codes)
+		fmt.Fprintf(&b, "| %d | %s | %.0f req/s | %s | %s | %s |\n", i+1, map[bool]string{true: "yes", false: "no"}[sw.Fresh], sw.Held, p95, failed, codes)
 	}
 	return b.String()
 }
 
-// cpuSection is the page's "CPU per request" section.
-func cpuSection(c CPUResult, flames []string) string {
+// cpuSection is the page's "CPU per request" section; prev, when not nil,
+// is the same measurement taken with an earlier build.
+func cpuSection(c CPUResult, prev *CPUResult, flames []string) string {
 	var b strings.Builder
 	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
 	cpus := c.Setup.CPUs
@@ -600,6 +627,12 @@ func cpuSection(c CPUResult, flames []string) string {
 	p("Requests per broker message come from the services' histograms over the same interval (Δsum/Δcount): `collector_message_requests{destination=\"events\"}` for the events queue; ")
 	p("each accepted request's audit record goes into the audit queue in the same broker transaction, so the audit queue carries as many messages for accepted requests as the events queue. ")
 	p("`collector_message_requests{destination=\"audit\"}` is the collector's batches of rejected requests' audit records to the audit logger, and the audit logger's `auditlogger_posts_per_message` and records per message (`auditlogger_records_published_total` over `auditlogger_broker_messages_total{result=\"ok\"}`) what it puts in one audit-queue message; a figure is left out when its counter did not move.\n\n")
+	if prev != nil {
+		p("### Before and after\n\n")
+		p("The same measurement (`loadtest cpu`) taken with an earlier build (`cpu-before.json`) and with this one (`cpu.json`), at every rate measured in both. ")
+		p("The change is that of CPU per accepted request, after against before: negative is cheaper; for requests per events message, positive means fuller messages.\n\n")
+		p("%s\n", cpuCompareMD(*prev, c))
+	}
 	if len(flames) > 0 {
 		p("### Flame graphs\n\n")
 		p("CPU profiles (`/debug/pprof/profile`, %d s) taken during the %.0f req/s step, rendered by `loadtest flame`: the root at the bottom, each frame as wide as its share of the samples; hover a frame for its name and figures.\n\n", c.ProfileSeconds, c.ProfileRate)
@@ -614,4 +647,113 @@ func cpuSection(c CPUResult, flames []string) string {
 		}
 	}
 	return b.String()
+}
+
+// cpuCompareMD is the before-and-after table of two cpu results: at each
+// rate both measured, the whole machine (with and without the load
+// generator) and every process, then requests per events message.
+func cpuCompareMD(before, after CPUResult) string {
+	var b strings.Builder
+	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	p("- before: %s%s\n- after: %s%s\n\n", labelOr(before.Label), takenOn(before.Setup.Time), labelOr(after.Label), takenOn(after.Setup.Time))
+	var common, only []string
+	for _, a := range after.Steps {
+		if findStep(before.Steps, a.Rate) != nil {
+			common = append(common, fmt.Sprintf("%.0f", a.Rate))
+		} else {
+			only = append(only, fmt.Sprintf("%.0f req/s after", a.Rate))
+		}
+	}
+	for _, s := range before.Steps {
+		if findStep(after.Steps, s.Rate) == nil {
+			only = append(only, fmt.Sprintf("%.0f req/s before", s.Rate))
+		}
+	}
+	if len(common) == 0 {
+		p("No rate was measured in both.\n")
+		return b.String()
+	}
+	p("| rate | figure | cores before | cores after | ms / request before | ms / request after | change |\n|---:|---|---:|---:|---:|---:|---:|\n")
+	names := procNames(append(append([]CPUStep{}, after.Steps...), before.Steps...))
+	for _, a := range after.Steps {
+		bs := findStep(before.Steps, a.Rate)
+		if bs == nil {
+			continue
+		}
+		row := func(name, coresB, coresA string, msB, msA float64, okB, okA bool) {
+			p("| %.0f/s | %s | %s | %s | %s | %s | %s |\n", a.Rate, name, coresB, coresA, fixedOr(msB, okB, 3), fixedOr(msA, okA, 3), changePct(msB, msA, okB && okA))
+		}
+		row("whole machine", fmt.Sprintf("%.2f", bs.MachineCores()), fmt.Sprintf("%.2f", a.MachineCores()), bs.MachineMs(), a.MachineMs(), bs.Accepted > 0, a.Accepted > 0)
+		row("whole machine without generator", fmt.Sprintf("%.2f", bs.StackCores()), fmt.Sprintf("%.2f", a.StackCores()), bs.StackMs(), a.StackMs(), bs.Accepted > 0, a.Accepted > 0)
+		for _, name := range names {
+			ub, okB := findUsage(bs.Procs, name)
+			ua, okA := findUsage(a.Procs, name)
+			row(name, fixedOr(ub.Cores(), okB, 3), fixedOr(ua.Cores(), okA, 3),
+				msPerRequest(ub.CPUSeconds, bs.Accepted), msPerRequest(ua.CPUSeconds, a.Accepted), okB && bs.Accepted > 0, okA && a.Accepted > 0)
+		}
+		mb, okB := eventsPerMessage(bs.Messages)
+		ma, okA := eventsPerMessage(a.Messages)
+		p("| %.0f/s | requests per events message | – | – | %s | %s | %s |\n", a.Rate, perMessage(mb, okB), perMessage(ma, okA), changePct(mb, ma, okB && okA))
+	}
+	p("\n")
+	if len(only) > 0 {
+		p("Measured in one of the two only: %s.\n", strings.Join(only, ", "))
+	}
+	return b.String()
+}
+
+func findStep(steps []CPUStep, rate float64) *CPUStep {
+	for i := range steps {
+		if steps[i].Rate == rate {
+			return &steps[i]
+		}
+	}
+	return nil
+}
+
+// eventsPerMessage is the collector's requests per events-queue message.
+func eventsPerMessage(ms []MessageRatio) (float64, bool) {
+	for _, m := range ms {
+		if m.Source == "collector" && m.Queue == "events" && m.What == "requests per message" {
+			return m.Per, true
+		}
+	}
+	return 0, false
+}
+
+// changePct is after against before in percent; "–" when either is
+// unknown or before is zero.
+func changePct(before, after float64, ok bool) string {
+	if !ok || before == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*(after/before-1))
+}
+
+func fixedOr(v float64, ok bool, prec int) string {
+	if !ok {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+func perMessage(v float64, ok bool) string {
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f per message", v)
+}
+
+func labelOr(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(no label)"
+	}
+	return s
+}
+
+func takenOn(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " (measured " + t.Format("2006-01-02 15:04 MST") + ")"
 }

@@ -107,6 +107,10 @@ func TestReport(t *testing.T) {
 				Messages: []MessageRatio{{Source: "collector", Queue: "events", What: "requests per message", Num: 30000, Messages: 2500, Per: 12}}},
 		}}))
 
+	// An earlier build measured at 1,500 req/s: 20 CPU s, 0.667 ms each.
+	must(writeJSON(dir, "cpu-before.json", CPUResult{Label: "before the change", Steps: []CPUStep{
+		{Rate: 1500, Accepted: 30000, Wall: 20 * time.Second, CPUs: 2, MachineCPU: 20, GeneratorCPU: 4}}}))
+
 	out := filepath.Join(t.TempDir(), "docs", "performance.md")
 	if d := os.Getenv("LOADTEST_REPORT_DIR"); d != "" {
 		out = filepath.Join(d, "performance.md")
@@ -141,6 +145,8 @@ func TestReport(t *testing.T) {
 		"| machine CPU per accepted request ≤ 0.5 ms at 1,500 req/s | — | ≤ 0.5 ms | 0.533 ms (0.400 ms without the load generator) | **no** |",
 		"| machine CPU per accepted request ≤ 1.0 ms at 500 req/s | — | ≤ 1.0 ms | 0.600 ms (0.500 ms without the load generator) | yes |",
 		"![collector CPU flame graph](flame-collector.svg)",
+		"### Before and after", "- before: before the change\n- after: (no label)",
+		"| 1500/s | whole machine | 1.00 | 0.80 | 0.667 | 0.533 | -20.0% |",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
@@ -182,7 +188,7 @@ func TestReport_RepeatedSweeps(t *testing.T) {
 		if held >= 1500 {
 			st = append(st, SweepStep{Rate: 2000, Summary: stats.Summary{Label: "2000/s", Samples: 2000, Failed: 2, P95: ms(9), Span: time.Second}, Held: held == 2000, Codes: "1998×202, 2×503"})
 		}
-		sw := SweepResult{Step: 10 * time.Second, P95Limit: 20 * time.Millisecond, Steps: st, Held: held}
+		sw := SweepResult{Step: 10 * time.Second, P95Limit: 20 * time.Millisecond, Steps: st, Held: held, Fresh: true}
 		if err := writeJSON(filepath.Join(dir, fmt.Sprintf("sweep-%d", i+1)), "sweep.json", sw); err != nil {
 			t.Fatal(err)
 		}
@@ -198,8 +204,10 @@ func TestReport_RepeatedSweeps(t *testing.T) {
 	}
 	for _, want := range []string{
 		"### Repeated sweeps", "The sweep was run 3 times",
-		"| 2 | 1500 req/s | 9.00 ms | 2 | 1998×202, 2×503 |",
-		"| 3 | 1000 req/s | not reached | – | – |",
+		"| 2 | yes | 1500 req/s | 9.00 ms | 2 | 1998×202, 2×503 |",
+		"| 3 | yes | 1000 req/s | not reached | – | – |",
+		"Each sweep started from a freshly restarted stack",
+		"The sweep started from a freshly restarted stack", // the first, on top
 		"| 2000, 1500, 1000 req/s held in 3 sweeps | **no** |", "sweep 2 held 1500 req/s; sweep 3 held 1000 req/s",
 	} {
 		if !strings.Contains(page, want) {
@@ -208,6 +216,95 @@ func TestReport_RepeatedSweeps(t *testing.T) {
 	}
 	if strings.Contains(page, "## CPU per request") {
 		t.Error("page has a CPU section without cpu.json")
+	}
+}
+
+func TestSweepsFreshness(t *testing.T) {
+	tests := []struct {
+		name  string
+		fresh []bool
+		want  string
+	}{
+		{"AllFresh", []bool{true, true}, "Each sweep started from a freshly restarted stack"},
+		{"NoneFresh", []bool{false, false, false}, "on the same running stack"},
+		{"Mixed", []bool{false, true, true}, "2 of the 3 sweeps started from a freshly restarted stack"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sws []SweepResult
+			for _, f := range tt.fresh {
+				sws = append(sws, SweepResult{Fresh: f})
+			}
+			if got := sweepsFreshness(sws); !strings.Contains(got, tt.want) {
+				t.Errorf("sweepsFreshness(%v) = %q, want it to contain %q", tt.fresh, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCPUCompareMD(t *testing.T) {
+	w := 20 * time.Second
+	events := func(per float64) []MessageRatio {
+		return []MessageRatio{{Source: "collector", Queue: "events", What: "requests per message", Num: 30000, Messages: 30000 / per, Per: per}}
+	}
+	// 1,500 req/s in both, 30,000 accepted over 20 s. Before: 24 CPU s on
+	// the machine (6 the generator's), collector 9 s, processor 3 s, 10
+	// requests per message. After: 18 CPU s (6 the generator's), collector
+	// 6 s, auditlogger 2 s, 15 requests per message.
+	before := CPUResult{Label: "old build", Setup: Setup{Time: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}, Steps: []CPUStep{
+		{Rate: 500, Accepted: 10000, Wall: w, MachineCPU: 6},
+		{Rate: 1500, Accepted: 30000, Wall: w, MachineCPU: 24, GeneratorCPU: 6, Messages: events(10),
+			Procs: []procstat.Usage{{Name: "collector", CPUSeconds: 9, Wall: w}, {Name: "processor", CPUSeconds: 3, Wall: w}}},
+	}}
+	after := CPUResult{Steps: []CPUStep{
+		{Rate: 1500, Accepted: 30000, Wall: w, MachineCPU: 18, GeneratorCPU: 6, Messages: events(15),
+			Procs: []procstat.Usage{{Name: "collector", CPUSeconds: 6, Wall: w}, {Name: "auditlogger", CPUSeconds: 2, Wall: w}}},
+		{Rate: 2000, Accepted: 40000, Wall: w, MachineCPU: 30},
+	}}
+	md := cpuCompareMD(before, after)
+	for _, want := range []string{
+		"- before: old build (measured 2026-11-30 09:00 UTC)\n- after: (no label)\n",
+		"| 1500/s | whole machine | 1.20 | 0.90 | 0.800 | 0.600 | -25.0% |",
+		"| 1500/s | whole machine without generator | 0.90 | 0.60 | 0.600 | 0.400 | -33.3% |",
+		"| 1500/s | collector | 0.450 | 0.300 | 0.300 | 0.200 | -33.3% |",
+		"| 1500/s | auditlogger | – | 0.100 | – | 0.067 | – |",
+		"| 1500/s | processor | 0.150 | – | 0.100 | – | – |",
+		"| 1500/s | requests per events message | – | – | 10.00 per message | 15.00 per message | +50.0% |",
+		"Measured in one of the two only: 2000 req/s after, 500 req/s before.",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("cpuCompareMD lacks %q:\n%s", want, md)
+		}
+	}
+	// One table row per figure at the one common rate: two machine rows,
+	// three processes, one message row.
+	if n := strings.Count(md, "\n| 1500/s |"); n != 6 {
+		t.Errorf("cpuCompareMD has %d rows at 1500/s, want 6:\n%s", n, md)
+	}
+	if strings.Contains(md, "| 500/s |") || strings.Contains(md, "| 2000/s |") {
+		t.Errorf("cpuCompareMD has a row for a rate measured once:\n%s", md)
+	}
+	if md := cpuCompareMD(CPUResult{Steps: []CPUStep{{Rate: 500}}}, after); !strings.Contains(md, "No rate was measured in both.") {
+		t.Errorf("cpuCompareMD without a common rate = %q", md)
+	}
+}
+
+func TestChangePct(t *testing.T) {
+	tests := []struct {
+		before, after float64
+		ok            bool
+		want          string
+	}{
+		{0.8, 0.6, true, "-25.0%"},
+		{10, 15, true, "+50.0%"},
+		{1, 1, true, "+0.0%"},
+		{0, 1, true, "–"},
+		{1, 2, false, "–"},
+	}
+	for _, tt := range tests {
+		if got := changePct(tt.before, tt.after, tt.ok); got != tt.want {
+			t.Errorf("changePct(%v, %v, %v) = %q, want %q", tt.before, tt.after, tt.ok, got, tt.want)
+		}
 	}
 }
 
