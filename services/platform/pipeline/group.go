@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -39,6 +40,13 @@ type GroupOptions struct {
 	// Window is how long a message stays open at least; 0 sends as soon as
 	// a slot is free.
 	Window time.Duration
+	// FullRate, when positive, scales the window with the arrival rate
+	// (requests per second, measured over about a second): a message
+	// opened while requests arrive at FullRate or faster stays open the
+	// whole Window, one opened at a tenth of it a tenth of the Window. A
+	// quiet service then answers without waiting for company that is not
+	// coming, and a busy one still gathers. 0 keeps the whole Window.
+	FullRate float64
 	// MaxBytes (default 512 KiB) and MaxItems (default 5000) cap a message
 	// (a single larger request still travels alone).
 	MaxBytes, MaxItems int
@@ -65,7 +73,8 @@ type GroupOptions struct {
 //
 // A message opens when a request arrives and no message is open. It is sent
 // once the coalescing window has passed and a send slot (one per broker
-// connection) is free; while every slot is busy it keeps gathering, so under
+// connection) is free (with FullRate set, the window is scaled to the
+// arrival rate when the message opens); while every slot is busy it keeps gathering, so under
 // load messages grow instead of queueing. A message that reaches its byte or
 // item cap is closed at once and the next request opens a new one. The
 // fragments of one request are never split across messages.
@@ -86,6 +95,7 @@ type Group struct {
 	mu     sync.Mutex
 	cur    *message
 	closed bool
+	rate   rateMeter
 	wg     sync.WaitGroup
 }
 
@@ -95,6 +105,7 @@ type message struct {
 	aux      []byte // paired fragments, without AuxPrefix until sent
 	auxItems int
 	requests int
+	window   time.Duration // how long it stays open (GroupOptions.Window, scaled by FullRate)
 	full     chan struct{} // closed when the message is closed early (cap reached)
 	done     chan struct{} // closed when err is set
 	err      error
@@ -180,6 +191,7 @@ func (g *Group) AddPair(fragment []byte, items int, aux []byte) Ticket {
 		g.mu.Unlock()
 		return failed(g.wrap(ErrClosed))
 	}
+	rate := g.rate.observe(time.Now())
 	m := g.cur
 	if m != nil && (len(m.buf)+len(m.aux)+2+len(fragment)+len(aux)+len(g.opt.Suffix) > g.opt.MaxBytes || m.items+items > g.opt.MaxItems) {
 		g.closeLocked(m)
@@ -187,9 +199,10 @@ func (g *Group) AddPair(fragment []byte, items int, aux []byte) Ticket {
 	}
 	if m == nil {
 		m = &message{
-			buf:  make([]byte, 0, g.initialCap(len(fragment))),
-			full: make(chan struct{}),
-			done: make(chan struct{}),
+			buf:    make([]byte, 0, g.initialCap(len(fragment))),
+			window: g.window(rate),
+			full:   make(chan struct{}),
+			done:   make(chan struct{}),
 		}
 		m.buf = append(m.buf, g.opt.Prefix...)
 		g.cur = m
@@ -228,6 +241,37 @@ func (g *Group) wrap(err error) error {
 	return fmt.Errorf("%w: %w", err, g.opt.Unavailable)
 }
 
+// window is how long a message opened at the arrival rate rate (requests
+// per second) stays open.
+func (g *Group) window(rate float64) time.Duration {
+	if g.opt.FullRate <= 0 || rate >= g.opt.FullRate {
+		return g.opt.Window
+	}
+	return time.Duration(float64(g.opt.Window) * rate / g.opt.FullRate)
+}
+
+// rateMeter estimates an arrival rate in events per second: an
+// exponentially weighted count with a time constant of rateTau, so that
+// its expected value at a steady rate r is r, and a second of silence
+// takes it down to about a third. The zero value reads 0 before the first
+// event.
+type rateMeter struct {
+	rate float64
+	last time.Time
+}
+
+const rateTau = time.Second
+
+// observe counts one event at now and returns the rate including it.
+func (r *rateMeter) observe(now time.Time) float64 {
+	if !r.last.IsZero() {
+		r.rate *= math.Exp(-float64(now.Sub(r.last)) / float64(rateTau))
+	}
+	r.last = now
+	r.rate += float64(time.Second) / float64(rateTau)
+	return r.rate
+}
+
 func (g *Group) initialCap(n int) int {
 	c := 4 * (n + len(g.opt.Prefix) + len(g.opt.Suffix) + 1)
 	if c > g.opt.MaxBytes {
@@ -250,8 +294,8 @@ func (g *Group) run(m *message) {
 	// counts too: no request waits much longer than Timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), g.opt.Timeout)
 	defer cancel()
-	if g.opt.Window > 0 {
-		t := time.NewTimer(g.opt.Window)
+	if m.window > 0 {
+		t := time.NewTimer(m.window)
 		select {
 		case <-t.C:
 		case <-m.full:

@@ -284,3 +284,47 @@ func BenchmarkGroup(b *testing.B) {
 		}
 	})
 }
+
+func TestGroup_FullRate(t *testing.T) {
+	t.Run("OK a quiet group does not wait the whole window", func(t *testing.T) {
+		rec := &recorder{}
+		o := opts()
+		o.Window = 10 * time.Second
+		o.FullRate = 1000 // one request in a second: a thousandth of the window
+		g := pipeline.NewGroup(o, rec.send)
+		start := time.Now()
+		if err := g.Add([]byte("1"), 1).Wait(); err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("a lone request waited %s, want about Window/FullRate (10 ms)", d)
+		}
+	})
+	t.Run("OK a busy group waits the whole window", func(t *testing.T) {
+		rec := &recorder{}
+		o := opts()
+		o.Window = 300 * time.Millisecond
+		o.FullRate = 20
+		o.Concurrency = 4
+		g := pipeline.NewGroup(o, rec.send)
+		var wg sync.WaitGroup
+		for i := 0; i < 100; i++ { // a burst: about 100 requests a second from here on
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := g.Add([]byte(fmt.Sprint(i)), 1).Wait(); err != nil {
+					t.Errorf("Wait = %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		start := time.Now()
+		if err := g.Add([]byte("100"), 1).Wait(); err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+		if d := time.Since(start); d < 250*time.Millisecond {
+			t.Fatalf("a request after a burst above FullRate waited %s, want the whole window (300 ms)", d)
+		}
+		g.Flush()
+	})
+}

@@ -72,7 +72,13 @@ type Config struct {
 	// broker's cost is per message, so the window sets it: 8 ms holds the
 	// stack to about 125 transactions a second at any rate above that
 	// (docs/performance.md has the measurements behind the default).
-	CoalesceWindow   time.Duration `env:"COLLECTOR_COALESCE_WINDOW" envDefault:"8ms"`
+	CoalesceWindow time.Duration `env:"COLLECTOR_COALESCE_WINDOW" envDefault:"8ms"`
+	// CoalesceFullRate is the request rate (per second, over about the last
+	// second) from which a message stays open the whole CoalesceWindow;
+	// below it the window shrinks in proportion (at 100 req/s, a fifth of
+	// it), so a quiet collector answers without waiting for company while a
+	// busy one still gathers. 0 always waits the whole window.
+	CoalesceFullRate float64       `env:"COLLECTOR_COALESCE_FULL_RATE" envDefault:"500"`
 	MaxMessageBytes  int           `env:"COLLECTOR_MAX_MESSAGE_BYTES" envDefault:"524288"`
 	MaxMessageEvents int           `env:"COLLECTOR_MAX_MESSAGE_EVENTS" envDefault:"5000"`
 	PublishTimeout   time.Duration `env:"COLLECTOR_PUBLISH_TIMEOUT" envDefault:"5s"`
@@ -105,6 +111,8 @@ func (c *Config) Validate() error {
 		return errors.New("COLLECTOR_RATE_BURST must be positive when COLLECTOR_RATE_LIMIT is set")
 	case c.CoalesceWindow < 0:
 		return errors.New("COLLECTOR_COALESCE_WINDOW must not be negative")
+	case c.CoalesceFullRate < 0:
+		return errors.New("COLLECTOR_COALESCE_FULL_RATE must not be negative")
 	case c.MaxMessageBytes < collector.MaxEventBytes:
 		return fmt.Errorf("COLLECTOR_MAX_MESSAGE_BYTES must be at least %d", collector.MaxEventBytes)
 	case c.MaxMessageEvents < collector.MaxBatchEvents:

@@ -36,10 +36,11 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("Validate(base) = %v", err)
 	}
 	bad := map[string]func(*Config){
-		"INTERNAL_KEY":              func(c *Config) { c.InternalKey = "" },
-		"COLLECTOR_TRUSTED_PROXIES": func(c *Config) { c.TrustedProxies = []string{"10.0.0.0/99"} },
-		"COLLECTOR_EVENTS_QUEUE":    func(c *Config) { c.EventsQueue = "events" },
-		"COLLECTOR_RATE_BURST":      func(c *Config) { c.RateLimit = 5; c.RateBurst = 0 },
+		"INTERNAL_KEY":                 func(c *Config) { c.InternalKey = "" },
+		"COLLECTOR_TRUSTED_PROXIES":    func(c *Config) { c.TrustedProxies = []string{"10.0.0.0/99"} },
+		"COLLECTOR_EVENTS_QUEUE":       func(c *Config) { c.EventsQueue = "events" },
+		"COLLECTOR_RATE_BURST":         func(c *Config) { c.RateLimit = 5; c.RateBurst = 0 },
+		"COLLECTOR_COALESCE_FULL_RATE": func(c *Config) { c.CoalesceFullRate = -1 },
 	}
 	for name, mutate := range bad {
 		c := base()
