@@ -276,7 +276,10 @@ func TestRun_AcceptedBatchArrivesWhole(t *testing.T) {
 
 func TestRun_ConcurrentRequestsShareMessages(t *testing.T) {
 	s := mustStack(t)
-	base := startCollector(t, s.env(map[string]string{"COLLECTOR_COALESCE_WINDOW": "5ms"}))
+	// The whole window at any rate: this test is about gathering, not about
+	// the window's scaling with the arrival rate (a burst of 50 after a quiet
+	// start would open its first messages with a near-zero window).
+	base := startCollector(t, s.env(map[string]string{"COLLECTOR_COALESCE_WINDOW": "5ms", "COLLECTOR_COALESCE_FULL_RATE": "0"}))
 	app := testenv.Name("app")
 	token := s.newToken(t, app)
 	postEvents(t, base, token, event(app, ""), nil).ids(t) // warm the token cache and a connection
