@@ -191,15 +191,25 @@ fi
 # ------------------------------------------------------------------ CPU per request
 # Whole-machine and per-process CPU per accepted request at CPU_RATES and
 # at the sweep's highest held rate, requests per broker message, and CPU
-# profiles of the collector and audit logger at CPU_PROFILE_RATE, drawn as
-# flame graphs beside the page.
+# profiles of the collector, audit logger, processor and audit worker at
+# CPU_PROFILE_RATE, drawn as flame graphs beside the page.
+# The audit logger only carries refused requests' records (an accepted
+# request's record travels in the collector's broker transaction), so the
+# consumers are profiled beside it; addresses from `stack.sh status`.
+PROFILED="collector auditlogger processor auditworker"
+svc_url() { awk -v n="$1" '$1 == n && $3 == "running" {print $4}' <<<"$status"; }
 cpu() {
-  local held=()
+  local held=() profs=() name url f
   [ -f "$OUT/sweep.json" ] && held=(-sweep "$OUT/sweep.json")
+  for name in $PROFILED; do
+    url="$(svc_url "$name")"
+    if [ -n "$url" ]; then profs+=("$name=$url"); fi
+  done
+  [ "${#profs[@]}" -gt 0 ] || profs=(none)
   "$LT" cpu -quiet -out "$OUT" -label "$CPU_LABEL" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -step-warmup 5s -pause 3s \
-    -pids "$ROOT/.run/pid" -profile-rate "$CPU_PROFILE_RATE" -profile-seconds "$CPU_PROFILE_SECONDS" || return 1
-  local name f
-  for name in collector auditlogger; do
+    -pids "$ROOT/.run/pid" -profile "$(IFS=,; echo "${profs[*]}")" \
+    -profile-rate "$CPU_PROFILE_RATE" -profile-seconds "$CPU_PROFILE_SECONDS" || return 1
+  for name in $PROFILED; do
     f="$OUT/$name-$CPU_PROFILE_RATE.pprof"
     if [ -f "$f" ]; then
       "$LT" flame -in "$f" -o "$(dirname "$PAGE")/flame-$name.svg" \

@@ -45,7 +45,7 @@ func cmdReport(ctx context.Context, args []string, getenv func(string) string, s
 	// Flame graphs are linked when they sit beside the page (scripts/bench.sh
 	// renders them there).
 	var flames []string
-	for _, name := range []string{"flame-collector.svg", "flame-auditlogger.svg"} {
+	for _, name := range []string{"flame-collector.svg", "flame-auditlogger.svg", "flame-processor.svg", "flame-auditworker.svg"} {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(*out), name)); err == nil {
 			flames = append(flames, name)
 		}

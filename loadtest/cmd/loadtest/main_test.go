@@ -117,6 +117,7 @@ func TestReport(t *testing.T) {
 	}
 	must(os.MkdirAll(filepath.Dir(out), 0o755))
 	must(os.WriteFile(filepath.Join(filepath.Dir(out), "flame-collector.svg"), []byte("<svg/>"), 0o644))
+	must(os.WriteFile(filepath.Join(filepath.Dir(out), "flame-processor.svg"), []byte("<svg/>"), 0o644))
 	if err := run(context.Background(), []string{"report", "-in", dir, "-o", out}, env(nil), io.Discard, io.Discard); err != nil {
 		t.Fatalf("report = %v", err)
 	}
@@ -145,6 +146,7 @@ func TestReport(t *testing.T) {
 		"| machine CPU per accepted request ≤ 0.5 ms at 1,500 req/s | — | ≤ 0.5 ms | 0.533 ms (0.400 ms without the load generator) | **no** |",
 		"| machine CPU per accepted request ≤ 1.0 ms at 500 req/s | — | ≤ 1.0 ms | 0.600 ms (0.500 ms without the load generator) | yes |",
 		"![collector CPU flame graph](flame-collector.svg)",
+		"![processor CPU flame graph](flame-processor.svg)",
 		"### Before and after", "- before: before the change\n- after: (no label)",
 		"| 1500/s | whole machine | 1.00 | 0.80 | 0.667 | 0.533 | -20.0% |",
 	} {
