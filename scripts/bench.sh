@@ -35,6 +35,8 @@
 #                                             compares the two ("Before and after")
 #   USERS_LEVELS=5,100,500,1000 USERS_STEP=4s
 #   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
+#   DRAIN_TIMEOUT=600                         seconds the sweeps and the cpu, users and overhead
+#                                             steps wait for the consumers to catch up first
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
 #   BENCH_OUT=.run/bench  PAGE=docs/performance.md
 # The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
@@ -72,6 +74,7 @@ OVERHEAD_USERS="${OVERHEAD_USERS:-50}"
 OVERHEAD_STEP="${OVERHEAD_STEP:-8s}"
 NOAUDIT_PORT="${NOAUDIT_PORT:-8090}"
 BENCHTIME="${BENCHTIME:-100ms}"
+DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}"
 OUT="${BENCH_OUT:-$ROOT/.run/bench}"
 PAGE="${PAGE:-docs/performance.md}"
 COLLECTOR_URL="${THREATVIEW_COLLECTOR_URL:-http://127.0.0.1:8080}"
@@ -83,6 +86,7 @@ die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 [ -n "${EVENTS_DATABASE_URL:-}" ] || die "EVENTS_DATABASE_URL is not set: run 'make up'"
 curl -fsS -m 2 -o /dev/null "$COLLECTOR_URL/healthz" || die "collector not answering at $COLLECTOR_URL: run 'make up'"
 status="$(bash scripts/stack.sh status)"
+svc_url() { awk -v n="$1" '$1 == n && $3 == "running" {print $4}' <<<"$status"; }
 for svc in processor auditworker; do
   grep -qE "^$svc +[0-9]+ +running" <<<"$status" || log "warning: $svc is not running; verify will fail"
 done
@@ -140,6 +144,45 @@ if [ -f "$OUT/run.json" ]; then
   step "storage" "$LT" storage -out "$OUT" -rate "$RATE" -baseline "$OUT/storage-base.json"
 fi
 
+# The sweeps' top rates are beyond what the stack holds: the broker keeps
+# what the consumers have not stored yet, and they catch up afterwards (the
+# processor's aggregation last). A step measured while they do would be
+# charged their catch-up CPU (and a fresh stack's warm-up would compete
+# with it), so the sweeps and the steps after them first wait, at most
+# DRAIN_TIMEOUT seconds, until two polls 2 s apart find the stored-event,
+# aggregated-fact and audit-row counters unchanged while the aggregator
+# kept completing runs (an aggregation that takes longer than a poll also
+# leaves its counter unchanged).
+drain_state() { # the work counters, then the aggregator's completed runs
+  local name url
+  for name in processor auditworker; do
+    url="$(svc_url "$name")"
+    [ -n "$url" ] && curl -fsS -m 5 "$url/metrics" 2>/dev/null
+  done | grep -E '^(processor_events_stored_total|processor_facts_aggregated_total|auditworker_records_inserted_total|processor_aggregate_runs_total\{result="ok"\}) ' |
+    sort -t' ' -k1,1 | awk '/aggregate_runs/ {runs = $2; next} {print} END {print "runs " runs}' || true
+}
+wait_drained() { # LABEL
+  local prev="" cur work prevwork="" runs prevruns="" quiet=0 waited=0
+  while [ "$waited" -lt "$DRAIN_TIMEOUT" ]; do
+    cur="$(drain_state)"
+    work="$(grep -v '^runs ' <<<"$cur" || true)"
+    runs="$(sed -n 's/^runs //p' <<<"$cur")"
+    if [ -n "$work" ] && [ "$work" = "$prevwork" ] && { [ -z "$runs" ] || [ "$runs" != "$prevruns" ]; }; then
+      quiet=$((quiet + 1))
+      if [ "$quiet" -ge 2 ]; then
+        if [ "$waited" -gt 6 ]; then log "$1: the consumers caught up in ${waited}s"; fi
+        return 0
+      fi
+    else
+      quiet=0
+    fi
+    prevwork="$work" prevruns="$runs"
+    sleep 2
+    waited=$((waited + 2))
+  done
+  log "$1: the consumers were still busy after ${DRAIN_TIMEOUT}s; going on"
+}
+
 # The broker is a JVM: its hot paths are compiled during the first minutes
 # of real load, and a cold one stalls for hundreds of milliseconds now and
 # then. Warm it (and the caches) at a high rate first; not counted.
@@ -161,6 +204,7 @@ restart_stack() { # LOG
 }
 sweep_n() { # N: sweep N into $OUT/sweep-N, after a restart and warm-up when SWEEP_FRESH is set
   local i="$1" fresh=()
+  wait_drained "sweep $i"
   if [ -n "$SWEEP_FRESH" ]; then
     log "sweep $i: restarting the stack (log in ${OUT#"$ROOT"/}/stack-restart-$i.log)"
     restart_stack "$OUT/stack-restart-$i.log" || { log "sweep $i: restart failed, see the log"; return 1; }
@@ -175,6 +219,7 @@ if [ -z "${SKIP_SWEEP:-}" ]; then
     step "sweep warm-up: $SWEEP_WARMUP at $SWEEP_WARMUP_RATE req/s (not counted)" sweep_warmup "$OUT/sweep-warmup"
   fi
   if [ "$SWEEPS" -le 1 ] && [ -z "$SWEEP_FRESH" ]; then
+    wait_drained "sweep"
     step "sweep $SWEEP_RATES ($SWEEP_STEP each)" "$LT" sweep -out "$OUT" -rates "$SWEEP_RATES" -step "$SWEEP_STEP" -step-warmup 2s -pause 3s
   else
     # Each sweep in its own directory; the first is also the page's main one.
@@ -197,9 +242,9 @@ fi
 # request's record travels in the collector's broker transaction), so the
 # consumers are profiled beside it; addresses from `stack.sh status`.
 PROFILED="collector auditlogger processor auditworker"
-svc_url() { awk -v n="$1" '$1 == n && $3 == "running" {print $4}' <<<"$status"; }
 cpu() {
   local held=() profs=() name url f
+  wait_drained "cpu"
   [ -f "$OUT/sweep.json" ] && held=(-sweep "$OUT/sweep.json")
   for name in $PROFILED; do
     url="$(svc_url "$name")"
@@ -221,6 +266,7 @@ cpu() {
 }
 if [ -z "${SKIP_CPU:-}" ]; then step "cpu $CPU_RATES ($CPU_STEP each), profiles at $CPU_PROFILE_RATE req/s" cpu; fi
 if [ -z "${SKIP_USERS:-}" ]; then
+  wait_drained "users"
   step "users $USERS_LEVELS ($USERS_STEP each)" "$LT" users -out "$OUT" -users "$USERS_LEVELS" -duration "$USERS_STEP" -pause 2s
 fi
 
@@ -245,6 +291,7 @@ stop_noaudit() {
 trap stop_noaudit EXIT
 
 overhead() {
+  wait_drained "overhead"
   [ -x .run/bin/collector ] || { log "no .run/bin/collector (make up builds it)"; return 1; }
   if curl -fsS -m 1 -o /dev/null "http://127.0.0.1:$NOAUDIT_PORT/healthz" 2>/dev/null; then
     log "port $NOAUDIT_PORT is taken; set NOAUDIT_PORT"; return 1
