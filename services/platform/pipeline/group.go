@@ -74,8 +74,8 @@ type GroupOptions struct {
 // A message opens when a request arrives and no message is open. It is sent
 // once the coalescing window has passed and a send slot (one per broker
 // connection) is free (with FullRate set, the window is scaled to the
-// arrival rate when the message opens); while every slot is busy it keeps gathering, so under
-// load messages grow instead of queueing. A message that reaches its byte or
+// arrival rate when the message opens); while every slot is busy it keeps
+// gathering, so under load messages grow instead of queueing. A message that reaches its byte or
 // item cap is closed at once and the next request opens a new one. The
 // fragments of one request are never split across messages.
 //
