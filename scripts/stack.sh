@@ -858,7 +858,7 @@ main() {
       [ -n "${1:-}" ] || die "usage: $0 restart NAME"
       if is_service "$1" && svc_exists "$1"; then build_services "$1"; fi
       stop_comp "$1"; start_comp "$1" ;;
-    kill9) [ -n "${1:-}" ] || die "usage: $0 kill9 NAME"; all_names | grep -qx "$1" || die "unknown component: $1"; kill9_comp "$1" ;;
+    kill9) [ -n "${1:-}" ] || die "usage: $0 kill9 NAME"; grep -qx "$1" <<<"$(all_names)" || die "unknown component: $1"; kill9_comp "$1" ;;
     gotest) cmd_gotest "$@" ;;
     fuzz) cmd_fuzz ;;
     -h | --help | help | "") usage ;;
