@@ -178,17 +178,7 @@ func TestGroup_Add(t *testing.T) {
 		o.Window = 200 * time.Millisecond
 		o.Concurrency = 4
 		g := pipeline.NewGroup(o, rec.send)
-		var wg sync.WaitGroup
-		for i := 0; i < 20; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := g.Add([]byte(fmt.Sprint(i)), 1).Wait(); err != nil {
-					t.Errorf("Wait = %v", err)
-				}
-			}()
-		}
-		wg.Wait()
+		addConcurrently(t, g, 20)
 		g.Flush()
 		msgs := rec.messages(t)
 		n := 0
@@ -307,17 +297,7 @@ func TestGroup_FullRate(t *testing.T) {
 		o.FullRate = 20
 		o.Concurrency = 4
 		g := pipeline.NewGroup(o, rec.send)
-		var wg sync.WaitGroup
-		for i := 0; i < 100; i++ { // a burst: about 100 requests a second from here on
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := g.Add([]byte(fmt.Sprint(i)), 1).Wait(); err != nil {
-					t.Errorf("Wait = %v", err)
-				}
-			}()
-		}
-		wg.Wait()
+		addConcurrently(t, g, 100) // a burst: about 100 requests a second from here on
 		start := time.Now()
 		if err := g.Add([]byte("100"), 1).Wait(); err != nil {
 			t.Fatalf("Wait = %v", err)
@@ -327,4 +307,21 @@ func TestGroup_FullRate(t *testing.T) {
 		}
 		g.Flush()
 	})
+}
+
+// addConcurrently adds the items 0..n-1 from n goroutines at once and waits
+// for every one's outcome.
+func addConcurrently(t *testing.T, g *pipeline.Group, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.Add([]byte(fmt.Sprint(i)), 1).Wait(); err != nil {
+				t.Errorf("Wait = %v", err)
+			}
+		}()
+	}
+	wg.Wait()
 }
