@@ -3,6 +3,7 @@ package procstat
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -84,5 +85,30 @@ func BenchmarkSampler_Round(b *testing.B) {
 	s := &Sampler{procs: procs, start: map[int]float64{}, last: map[int]float64{}, peakRSS: map[int]int64{}, peakPSS: map[int]int64{}, gone: map[int]bool{}}
 	for b.Loop() {
 		s.sample()
+	}
+}
+
+func TestStartCPU_CountsReapedChildrenAndSkipsMemory(t *testing.T) {
+	s := StartCPU(context.Background(), []Proc{{Name: "self", PID: os.Getpid()}})
+	// A child that burns CPU and exits between Start and Stop: no sample sees
+	// it alive, so only our cutime can carry its time.
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	child := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	us := s.Stop()
+	if len(us) != 1 {
+		t.Fatalf("Stop returned %d usages, want 1", len(us))
+	}
+	u := us[0]
+	if child < 50*time.Millisecond {
+		t.Fatalf("child used only %s of CPU; the test needs more to tell", child)
+	}
+	if got := time.Duration(u.CPUSeconds * float64(time.Second)); got < child/2 {
+		t.Errorf("CPU = %s, want at least half the reaped child's %s", got, child)
+	}
+	if u.PeakRSS != 0 || u.PeakPSS != 0 {
+		t.Errorf("memory read by a CPU-only sampler: %+v", u)
 	}
 }

@@ -196,7 +196,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 			return err
 		}
 		t0 := time.Now()
-		sampler := procstat.Start(ctx, samplerProcs(*pidDir), time.Second)
+		sampler := procstat.StartCPU(ctx, samplerProcs(*pidDir))
 		var profWait func() map[string]string
 		if *profRate > 0 && float64(r) == *profRate && len(profs) > 0 {
 			profWait = fetchProfiles(ctx, profs, *profSecs, c.out, r, warnf)
