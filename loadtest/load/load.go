@@ -267,9 +267,13 @@ func Open(ctx context.Context, tgt Target, gen *sim.Generator, name string, rate
 		}
 		return nil
 	}
+	tr := newConnTransport(10 * time.Second)
+	defer tr.CloseIdleConnections()
 	atk := vegeta.NewAttacker(
-		vegeta.Timeout(10*time.Second),
-		vegeta.KeepAlive(true),
+		// vegeta.Client first: the options after it set the redirect policy
+		// on this client. The transport enforces the timeout and keeps
+		// connections alive.
+		vegeta.Client(&http.Client{Transport: tr}),
 		vegeta.Workers(uint64(min(max(rate/50, 10), 200))),
 		vegeta.MaxWorkers(MaxUsers),
 		vegeta.MaxBody(1<<20),
@@ -345,12 +349,9 @@ func Closed(ctx context.Context, tgt Target, gen *sim.Generator, name string, us
 	if count < 0 || count > MaxCount {
 		return Result{}, fmt.Errorf("count %d out of [0, %d]", count, MaxCount)
 	}
-	tr := &http.Transport{
-		MaxIdleConns: users, MaxIdleConnsPerHost: users, IdleConnTimeout: 90 * time.Second,
-		DialContext: (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-	}
+	tr := newConnTransport(10 * time.Second)
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second,
+	client := &http.Client{Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 	res := Result{Name: name, Users: users}
