@@ -193,3 +193,60 @@ func TestLoads_Bounds(t *testing.T) {
 		t.Error("Closed accepted a count over MaxCount")
 	}
 }
+
+func TestOpen_Pregenerated(t *testing.T) {
+	f := &fakeCollector{xff: map[string]int{}, tokens: map[string]int{}}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen[string(b)]++
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		f.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	tgt := Target{URL: srv.URL, Token: "tok", ForwardedFor: true}
+
+	pre, err := PregenerateFor(newGen(t, 1), 200, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, r := range pre.reqs {
+		want[string(r.Body)] = true
+	}
+	if len(pre.reqs) < 100 || len(want) != len(pre.reqs) {
+		t.Fatalf("pregenerated %d requests, %d distinct; want at least 100, all distinct", len(pre.reqs), len(want))
+	}
+	res, err := Open(context.Background(), tgt, pre, "pre", 200, 500*time.Millisecond, nil, nil)
+	if err != nil {
+		t.Fatalf("Open = %v", err)
+	}
+	if sent := int(f.n.Load()); sent < 90 || res.Codes[202] != sent {
+		t.Errorf("server saw %d requests, codes %v; want about 100, all 202", sent, res.Codes)
+	}
+	for body, n := range seen {
+		if !want[body] || n != 1 {
+			t.Errorf("a body sent %d times, pregenerated: %v", n, want[body])
+		}
+	}
+
+	// A source that runs out ends the load with ErrExhausted, having sent
+	// exactly what it had.
+	few, err := Pregenerate(newGen(t, 1), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.n.Load()
+	if _, err := Open(context.Background(), tgt, few, "few", 200, 500*time.Millisecond, nil, nil); !errors.Is(err, ErrExhausted) {
+		t.Errorf("Open past the end = %v, want ErrExhausted", err)
+	}
+	if got := f.n.Load() - before; got != 3 {
+		t.Errorf("server saw %d requests from 3 pregenerated, want 3", got)
+	}
+	if _, err := Pregenerate(newGen(t, 1), MaxCount+1); err == nil {
+		t.Error("Pregenerate past MaxCount: no error")
+	}
+}

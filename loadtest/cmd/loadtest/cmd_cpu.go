@@ -179,10 +179,20 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return err
 		}
+		// Requests are generated before each load, not during it, so the
+		// generator's share of the machine is sending and receiving only.
 		if *warm > 0 {
-			if _, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s lead-in", r), float64(r), *warm, nil, nil); err != nil {
+			lead, err := load.PregenerateFor(gen, float64(r), *warm)
+			if err != nil {
 				return err
 			}
+			if _, err := load.Open(ctx, tgt, lead, fmt.Sprintf("%d/s lead-in", r), float64(r), *warm, nil, nil); err != nil {
+				return err
+			}
+		}
+		reqs, err := load.PregenerateFor(gen, float64(r), *step)
+		if err != nil {
+			return err
 		}
 		st := CPUStep{Rate: float64(r)}
 		warnf := func(f string, a ...any) {
@@ -201,7 +211,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 		if *profRate > 0 && float64(r) == *profRate && len(profs) > 0 {
 			profWait = fetchProfiles(ctx, profs, *profSecs, c.out, r, warnf)
 		}
-		out, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s", r), float64(r), *step, nil, c.progress(stderr))
+		out, err := load.Open(ctx, tgt, reqs, fmt.Sprintf("%d/s", r), float64(r), *step, nil, c.progress(stderr))
 		st.Procs = sampler.Stop()
 		m1, merr := readMachine()
 		st.Wall = time.Since(t0)
