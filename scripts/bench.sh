@@ -28,6 +28,7 @@
 #                                             ... as when it was started); logs in
 #                                             BENCH_OUT/stack-restart-N.log
 #   CPU_RATES=500,1500,2000 CPU_STEP=20s      plus the sweep's highest held rate
+#   CPU_REPEAT=3                              rounds over the rates; the page shows each rate's median run
 #   CPU_PROFILE_RATE=1500 CPU_PROFILE_SECONDS=15
 #   CPU_LABEL="this tree, <short hash>"       names this build in cpu.json
 #   CPU_BEFORE=docs/bench/cpu-before.json     (when it exists) an earlier build's cpu.json,
@@ -59,6 +60,7 @@ SWEEP_WARMUP_RATE="${SWEEP_WARMUP_RATE:-1500}"
 SWEEP_FRESH="${SWEEP_FRESH:-}"
 CPU_RATES="${CPU_RATES:-500,1500,2000}"
 CPU_STEP="${CPU_STEP:-20s}"
+CPU_REPEAT="${CPU_REPEAT:-3}"
 CPU_PROFILE_RATE="${CPU_PROFILE_RATE:-1500}"
 CPU_PROFILE_SECONDS="${CPU_PROFILE_SECONDS:-15}"
 if [ -z "${CPU_LABEL:-}" ]; then
@@ -251,7 +253,7 @@ cpu() {
     if [ -n "$url" ]; then profs+=("$name=$url"); fi
   done
   [ "${#profs[@]}" -gt 0 ] || profs=(none)
-  "$LT" cpu -quiet -out "$OUT" -label "$CPU_LABEL" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -step-warmup 5s -pause 3s \
+  "$LT" cpu -quiet -out "$OUT" -label "$CPU_LABEL" -rates "$CPU_RATES" "${held[@]}" -step "$CPU_STEP" -repeat "$CPU_REPEAT" -step-warmup 5s -pause 3s \
     -pids "$ROOT/.run/pid" -profile "$(IFS=,; echo "${profs[*]}")" \
     -profile-rate "$CPU_PROFILE_RATE" -profile-seconds "$CPU_PROFILE_SECONDS" || return 1
   for name in $PROFILED; do

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -33,12 +34,17 @@ type CPUResult struct {
 	P95Limit       time.Duration `json:"p95_limit"`
 	ProfileRate    float64       `json:"profile_rate"`
 	ProfileSeconds int           `json:"profile_seconds"`
-	Steps          []CPUStep     `json:"steps"`
+	// Steps holds one run per rate: with Repeat > 1 the median run by CPU
+	// per request, and every run is in Runs.
+	Steps  []CPUStep `json:"steps"`
+	Repeat int       `json:"repeat,omitempty"`
+	Runs   []CPUStep `json:"runs,omitempty"`
 }
 
 // CPUStep is what one rate cost.
 type CPUStep struct {
 	Rate     float64       `json:"rate"`
+	Run      int           `json:"run,omitempty"` // 1-based round, with -repeat
 	Summary  stats.Summary `json:"summary"`
 	Codes    string        `json:"codes"`
 	Accepted int           `json:"accepted"` // 202 responses
@@ -126,6 +132,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 	profSecs := fs.Int("profile-seconds", 15, "length of each CPU profile (at most -step)")
 	label := fs.String("label", "", "free text naming this setup, e.g. the build (the report's before-and-after table prints it)")
 	sweepFile := fs.String("sweep", "", "sweep.json whose highest held rate is measured too (skipped when missing)")
+	repeat := fs.Int("repeat", 1, "rounds over the rates; each rate's figures are then those of its median run (1-9)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -168,14 +175,22 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 		*profSecs = int(step.Seconds())
 		fmt.Fprintf(stderr, "warning: -profile-seconds cut to the step, %d s\n", *profSecs)
 	}
+	if *repeat < 1 || *repeat > 9 {
+		return fmt.Errorf("-repeat %d: want 1 to 9", *repeat)
+	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
 
 	res := CPUResult{Setup: c.setup(nil), Label: *label, Step: *step, StepWarmup: *warm, P95Limit: *limit, ProfileRate: *profRate, ProfileSeconds: *profSecs}
 	client := &http.Client{Timeout: 5 * time.Second}
-	for i, r := range rs {
-		gen, err := c.generator(uint64(500 + i))
+	// Rounds run every rate in turn, so that a slow drift of the machine
+	// (another tenant of the host, the broker's compiler) falls on all rates
+	// alike rather than on the rate that happened to run last.
+	for n := range *repeat * len(rs) {
+		round, i := n/len(rs)+1, n%len(rs)
+		r := rs[i]
+		gen, err := c.generator(uint64(500 + n))
 		if err != nil {
 			return err
 		}
@@ -195,6 +210,9 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 			return err
 		}
 		st := CPUStep{Rate: float64(r)}
+		if *repeat > 1 {
+			st.Run = round
+		}
 		warnf := func(f string, a ...any) {
 			msg := fmt.Sprintf(f, a...)
 			st.Warnings = append(st.Warnings, msg)
@@ -208,7 +226,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 		t0 := time.Now()
 		sampler := procstat.StartCPU(ctx, samplerProcs(*pidDir))
 		var profWait func() map[string]string
-		if *profRate > 0 && float64(r) == *profRate && len(profs) > 0 {
+		if round == 1 && *profRate > 0 && float64(r) == *profRate && len(profs) > 0 {
 			profWait = fetchProfiles(ctx, profs, *profSecs, c.out, r, warnf)
 		}
 		out, err := load.Open(ctx, tgt, reqs, fmt.Sprintf("%d/s", r), float64(r), *step, nil, c.progress(stderr))
@@ -237,19 +255,25 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 			}
 		}
 		st.Messages = messageRatios(before, after)
-		res.Steps = append(res.Steps, st)
+		res.Runs = append(res.Runs, st)
 		fmt.Fprintf(stderr, "cpu %d/s: %.1f/s, p95 %s ms, %d accepted; machine %.2f cores, %.3f ms/request (%.3f ms without the generator)\n",
 			r, st.Achieved(), stats.Ms(st.Summary.P95), st.Accepted, st.MachineCores(), st.MachineMs(), st.StackMs())
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if i < len(rs)-1 && *pause > 0 {
+		if n < *repeat*len(rs)-1 && *pause > 0 {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case <-time.After(*pause):
 			}
 		}
+	}
+	res.Steps = medianRuns(res.Runs)
+	if *repeat > 1 {
+		res.Repeat = *repeat
+	} else {
+		res.Runs = nil
 	}
 	md := cpuMD(res)
 	fmt.Fprint(stdout, md)
@@ -649,11 +673,59 @@ func cpuMD(res CPUResult) string {
 		}
 		p("\n")
 	}
-	for _, s := range res.Steps {
+	if len(res.Runs) > len(res.Steps) {
+		p("%s", runsMD(res))
+	}
+	for _, s := range res.Runs {
 		for _, w := range s.Warnings {
 			p("- %.0f/s: %s\n", s.Rate, w)
 		}
 	}
+	return b.String()
+}
+
+// medianRuns keeps one run per rate, in the order the rates first appear:
+// the run with the median CPU per accepted request (the lower of the two
+// middle ones for an even count). The whole run is kept, so its per-process
+// figures stay consistent with its machine figure.
+func medianRuns(runs []CPUStep) []CPUStep {
+	var rates []float64
+	by := map[float64][]CPUStep{}
+	for _, r := range runs {
+		if _, ok := by[r.Rate]; !ok {
+			rates = append(rates, r.Rate)
+		}
+		by[r.Rate] = append(by[r.Rate], r)
+	}
+	out := make([]CPUStep, 0, len(rates))
+	for _, rate := range rates {
+		rs := slices.Clone(by[rate])
+		slices.SortStableFunc(rs, func(a, b CPUStep) int { return cmp.Compare(a.MachineMs(), b.MachineMs()) })
+		out = append(out, rs[(len(rs)-1)/2])
+	}
+	return out
+}
+
+// runsMD lists every run of a repeated measurement, rate by rate.
+func runsMD(res CPUResult) string {
+	var b strings.Builder
+	p := func(f string, a ...any) { fmt.Fprintf(&b, f, a...) }
+	p("Each rate was measured %d times, in rounds over the rates; the tables above show each rate's median run by CPU per request (marked ✓ below).\n\n", res.Repeat)
+	p("| rate | run | p95 ms | machine cores | ms CPU / request | ms / request without generator | generator cores |\n|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range res.Steps {
+		for _, r := range res.Runs {
+			if r.Rate != m.Rate {
+				continue
+			}
+			mark := ""
+			if r.Run == m.Run {
+				mark = " ✓"
+			}
+			p("| %.0f/s | %d%s | %s | %.2f | %.3f | %.3f | %.3f |\n", r.Rate, r.Run, mark, stats.Ms(r.Summary.P95),
+				r.MachineCores(), r.MachineMs(), r.StackMs(), perSecond(r.GeneratorCPU, r.Wall))
+		}
+	}
+	p("\n")
 	return b.String()
 }
 

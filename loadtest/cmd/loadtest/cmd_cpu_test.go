@@ -161,6 +161,47 @@ func TestCPUStep_PerRequest(t *testing.T) {
 	}
 }
 
+func TestMedianRuns(t *testing.T) {
+	run := func(rate float64, n int, cpu float64) CPUStep {
+		return CPUStep{Rate: rate, Run: n, Accepted: 1000, MachineCPU: cpu, Wall: 10 * time.Second,
+			Procs: []procstat.Usage{{Name: "collector", CPUSeconds: cpu / 2}}}
+	}
+	runs := []CPUStep{
+		run(500, 1, 9), run(1500, 1, 4),
+		run(500, 2, 5), run(1500, 2, 6),
+		run(500, 3, 7), run(1500, 3, 5),
+	}
+	got := medianRuns(runs)
+	if len(got) != 2 || got[0].Rate != 500 || got[1].Rate != 1500 {
+		t.Fatalf("medianRuns = %+v, want one run per rate in rate order", got)
+	}
+	// 500: 5, 7, 9 -> run 3; 1500: 4, 5, 6 -> run 3. The whole run is kept.
+	if got[0].Run != 3 || got[0].MachineCPU != 7 || got[0].Procs[0].CPUSeconds != 3.5 {
+		t.Errorf("500/s median = %+v, want run 3 with its own processes", got[0])
+	}
+	if got[1].Run != 3 || got[1].MachineCPU != 5 {
+		t.Errorf("1500/s median = %+v, want run 3", got[1])
+	}
+	// An even count takes the lower middle; a single run is itself.
+	if m := medianRuns([]CPUStep{run(500, 1, 8), run(500, 2, 2)}); m[0].Run != 2 {
+		t.Errorf("median of two = run %d, want the cheaper, run 2", m[0].Run)
+	}
+	if m := medianRuns(runs[:1]); len(m) != 1 || m[0].Run != 1 {
+		t.Errorf("median of one = %+v", m)
+	}
+
+	res := CPUResult{Steps: got, Repeat: 3, Runs: runs}
+	md := cpuMD(res)
+	for _, want := range []string{"measured 3 times", "| 500/s | 3 ✓ |", "| 500/s | 1 |", "| 1500/s | 3 ✓ |", "| 1500/s | 2 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("cpuMD lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(cpuMD(CPUResult{Steps: got}), "measured 3 times") {
+		t.Error("a single run lists runs")
+	}
+}
+
 func TestParseNamedURLs(t *testing.T) {
 	got, err := parseNamedURLs("collector=http://127.0.0.1:8080/, auditlogger=http://127.0.0.1:8081")
 	if err != nil || len(got) != 2 || got[0] != (namedURL{"collector", "http://127.0.0.1:8080"}) || got[1].name != "auditlogger" {
