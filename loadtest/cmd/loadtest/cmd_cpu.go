@@ -195,9 +195,17 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 			return err
 		}
 		// Requests are generated before each load, not during it, so the
-		// generator's share of the machine is sending and receiving only.
+		// generator's share of the machine is sending and receiving only;
+		// with -sent-at they are generated as they are sent, since a sent_at
+		// seconds old would read as a skewed device clock.
+		source := func(d time.Duration) (load.Source, error) {
+			if c.sentAt {
+				return gen, nil
+			}
+			return load.PregenerateFor(gen, float64(r), d)
+		}
 		if *warm > 0 {
-			lead, err := load.PregenerateFor(gen, float64(r), *warm)
+			lead, err := source(*warm)
 			if err != nil {
 				return err
 			}
@@ -205,7 +213,7 @@ func cmdCPU(ctx context.Context, args []string, getenv func(string) string, stdo
 				return err
 			}
 		}
-		reqs, err := load.PregenerateFor(gen, float64(r), *step)
+		reqs, err := source(*step)
 		if err != nil {
 			return err
 		}
