@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +37,76 @@ cpufreq 1
 		if _, err := parseProcStat([]byte(bad)); err == nil {
 			t.Errorf("parseProcStat(%q) = nil error, want one", bad)
 		}
+	}
+}
+
+func TestMachineBusy(t *testing.T) {
+	at := time.Unix(1000, 0)
+	m0 := machineStat{busy: 50, idle: 100, cpus: 2, at: at}
+	for _, c := range []struct {
+		name      string
+		idle      float64 // Δidle over 10 s on 2 CPUs
+		busy      float64 // Δ of the sampled busy fields
+		want      float64
+		elapsed   time.Duration
+		cpusAfter int
+	}{
+		// 20 s of CPU time, 12 idle: 8 busy, whatever the samples say.
+		{name: "idle time decides", idle: 12, busy: 6.3, want: 8, elapsed: 10 * time.Second, cpusAfter: 2},
+		{name: "all idle", idle: 20, busy: 0.2, want: 0, elapsed: 10 * time.Second, cpusAfter: 2},
+		{name: "never idle", idle: 0, busy: 19, want: 20, elapsed: 10 * time.Second, cpusAfter: 2},
+		// idle that runs ahead of the clock (a read's own skew) is clamped
+		{name: "idle ahead of the clock", idle: 20.5, want: 0, elapsed: 10 * time.Second, cpusAfter: 2},
+		{name: "idle behind (iowait going back)", idle: -1, want: 20, elapsed: 10 * time.Second, cpusAfter: 2},
+		{name: "cpu count missing after", idle: 12, want: 8, elapsed: 10 * time.Second, cpusAfter: 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m1 := machineStat{busy: m0.busy + c.busy, idle: m0.idle + c.idle, cpus: c.cpusAfter, at: at.Add(c.elapsed)}
+			if got := machineBusy(m0, m1); math.Abs(got-c.want) > 1e-9 {
+				t.Errorf("machineBusy = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestMachineBusy_CountsShortWakeups burns CPU in bursts far shorter than a
+// timer tick, the shape of a service answering requests, and checks that the
+// machine's busy time covers this process's own CPU time over the same
+// interval (the machine can only be busier than one of its processes).
+func TestMachineBusy_CountsShortWakeups(t *testing.T) {
+	self := func() float64 {
+		b, err := os.ReadFile("/proc/self/stat")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+		u, _ := strconv.ParseFloat(f[11], 64)
+		s, _ := strconv.ParseFloat(f[12], 64)
+		return (u + s) / 100
+	}
+	m0, err := readMachine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0 := self()
+	for i := 0; i < 1000; i++ { // about 0.2 s of CPU in 200 µs bursts
+		for s := time.Now(); time.Since(s) < 200*time.Microsecond; {
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	c1 := self()
+	m1, err := readMachine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy, own := machineBusy(m0, m1), c1-c0
+	t.Logf("machine busy %.3f s (sampled fields %.3f s), this process %.3f s, over %v", busy, m1.busy-m0.busy, own, m1.at.Sub(m0.at))
+	if own < 0.1 {
+		t.Fatalf("the bursts used only %.3f s of CPU; the test did not load the machine", own)
+	}
+	// own is in ticks of 10 ms, so allow two ticks of rounding.
+	if busy < own-0.02 {
+		t.Errorf("machine busy %.3f s < this process's %.3f s", busy, own)
 	}
 }
 

@@ -621,7 +621,7 @@ func cpuSection(c CPUResult, prev *CPUResult, flames []string) string {
 	}
 	p("## CPU per request\n\n")
 	p("The machine: %d CPU cores (%s). The load generator runs on the same machine, so the whole-machine figures include it; the columns without the generator subtract its own CPU time. ", cpus, orUnknown(c.Setup.CPUModel))
-	p("Each rate is run for %s after an unmeasured %s lead-in at that rate. Whole machine: busy time from `/proc/stat` (user, nice, system, irq, softirq, steal; idle and iowait left out) before and after; per process: CPU time of each process tree from `/proc/PID/stat`. ", human(c.Step), human(c.StepWarmup))
+	p("Each rate is run for %s after an unmeasured %s lead-in at that rate. Whole machine: the CPUs times the time between two reads of `/proc/stat`, less the idle and iowait time it counted in between (the kernel keeps those two from timestamps; its user and system fields are tick samples, which for a load of many short wake-ups read up to a fifth off in either direction); per process: CPU time of each process tree from `/proc/PID/stat`. ", human(c.Step), human(c.StepWarmup))
 	p("CPU per request is CPU time over requests answered 202, so it includes every idle cost on the machine (anything else running, the broker's and databases' housekeeping).\n\n")
 	p("%s", cpuMD(c))
 	p("Requests per broker message come from the services' histograms over the same interval (Δsum/Δcount): `collector_message_requests{destination=\"events\"}` for the events queue; ")
