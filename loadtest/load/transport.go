@@ -35,6 +35,7 @@ type connTransport struct {
 
 type pooledConn struct {
 	net.Conn
+	host     string // the address it was dialled to (the request URL's host)
 	br       *bufio.Reader
 	bw       *bufio.Writer
 	lastUsed time.Time
@@ -117,7 +118,7 @@ func (t *connTransport) get(ctx context.Context, host string) (*pooledConn, erro
 	for n := len(t.idle); n > 0; n = len(t.idle) {
 		c := t.idle[n-1]
 		t.idle = t.idle[:n-1]
-		if now.Sub(c.lastUsed) < t.idleTimeout && c.RemoteAddr().String() == host {
+		if now.Sub(c.lastUsed) < t.idleTimeout && c.host == host {
 			t.mu.Unlock()
 			return c, nil
 		}
@@ -128,7 +129,7 @@ func (t *connTransport) get(ctx context.Context, host string) (*pooledConn, erro
 	if err != nil {
 		return nil, err
 	}
-	return &pooledConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 16<<10)}, nil
+	return &pooledConn{Conn: nc, host: host, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 16<<10)}, nil
 }
 
 func (t *connTransport) put(c *pooledConn) {
