@@ -6,6 +6,8 @@
 #   scripts/stack.sh start|stop|restart|kill9 NAME   (postgres, mariadb, activemq, or a service)
 #   scripts/stack.sh gotest [go test args]           (go test in every go.work module)
 #   scripts/stack.sh fuzz                            (each Fuzz target for $FUZZTIME)
+#   scripts/stack.sh fuzz-one MODULE_DIR PKG TARGET  (one Fuzz target for $FUZZTIME)
+#   scripts/stack.sh fuzz-deadline-race <OUTPUT      (is a failed fuzz run only Go's deadline race?)
 #
 # Everything is idempotent: a second `infra-up` / `services-up` only checks and returns.
 # Processes are only ever stopped through the pid files under .run/pid, never by name.
@@ -825,6 +827,44 @@ cmd_gotest() { # extra args go to go test
   return "$rc"
 }
 
+# fuzz_deadline_race <go-test-output: succeeds when a failed fuzz run's only
+# failure is the Go fuzz coordinator's own "context deadline exceeded" at the
+# end of a -fuzztime duration, with no failing input written. That is a race
+# in Go 1.26's internal/fuzz, not a finding: when the -fuzztime timer fires,
+# the coordinator can read the expired deadline from its parent context before
+# the cancellation reaches the workers' child context, and then reports it as
+# the run's error (go.dev/issue/75804, fixed in Go 1.27). A real finding
+# always writes a failing input or prints the target's own failure.
+fuzz_deadline_race() {
+  awk '
+    /^--- FAIL: Fuzz/ { fails++; inblock = 1; next }
+    inblock && /^FAIL$/ { inblock = 0; next }
+    inblock { if ($0 == "    context deadline exceeded") deadline++; else other++ }
+    /Failing input written to|^panic:|^fatal error:/ { finding++ }
+    END { exit !(fails == 1 && deadline == 1 && other == 0 && finding == 0) }'
+}
+
+# fuzz_target MODULE PKG TARGET BUDGET: one fuzz run. A run that ends in the
+# coordinator's deadline race (fuzz_deadline_race) is run once more; its output
+# is shown indented, so no "FAIL" line of it reaches a test log. A second race,
+# or any other failure, fails.
+fuzz_target() {
+  local m="$1" pkg="$2" f="$3" t="$4" out try
+  out="$(mktemp)"
+  for try in 1 2; do
+    log "fuzz $pkg $f for $t"
+    if (cd "$m" && go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg") >"$out" 2>&1; then
+      cat "$out"; rm -f "$out"; return 0
+    fi
+    if [ "$try" -eq 1 ] && fuzz_deadline_race <"$out"; then
+      sed 's/^/    | /' "$out"
+      log "fuzz $pkg $f: no failing input, only Go's fuzz coordinator reporting its own -fuzztime deadline (go.dev/issue/75804); running it once more"
+      continue
+    fi
+    cat "$out"; rm -f "$out"; return 1
+  done
+}
+
 cmd_fuzz() {
   local m pkg f rc=0 mods=() t="${FUZZTIME:-30s}"
   mapfile -t mods < <(go_modules)
@@ -833,8 +873,7 @@ cmd_fuzz() {
       [ -n "$pkg" ] || continue
       while read -r f; do
         [[ "$f" == Fuzz* ]] || continue
-        log "fuzz $pkg $f for $t"
-        (cd "$m" && go test -run '^$' -fuzz "^$f\$" -fuzztime "$t" "$pkg") || rc=1
+        fuzz_target "$m" "$pkg" "$f" "$t" || rc=1
       done < <(cd "$m" && go test -list '^Fuzz' "$pkg" 2>/dev/null)
     done < <(cd "$m" && go list ./... 2>/dev/null)
   done
@@ -842,7 +881,7 @@ cmd_fuzz() {
 }
 
 usage() {
-  sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+  sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
 main() {
@@ -866,6 +905,8 @@ main() {
     kill9) [ -n "${1:-}" ] || die "usage: $0 kill9 NAME"; grep -qx "$1" <<<"$(all_names)" || die "unknown component: $1"; kill9_comp "$1" ;;
     gotest) cmd_gotest "$@" ;;
     fuzz) cmd_fuzz ;;
+    fuzz-one) [ "$#" -eq 3 ] || die "usage: $0 fuzz-one MODULE_DIR PACKAGE TARGET"; fuzz_target "$1" "$2" "$3" "${FUZZTIME:-30s}" ;;
+    fuzz-deadline-race) fuzz_deadline_race ;; # reads go test output on stdin (script tests)
     -h | --help | help | "") usage ;;
     *) usage; die "unknown command: $cmd" ;;
   esac

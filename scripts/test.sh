@@ -49,7 +49,7 @@ done
 bash "$STACK" up >/dev/null
 
 passed=$(grep -cE '^ok ' "$LOG" | tr -d ' ' || true)
-failed=$(grep -cE '^(FAIL|--- FAIL)' "$LOG" | tr -d ' ' || true)
+failed=$(grep -cE '^FAIL[[:space:]]' "$LOG" | tr -d ' ' || true)
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 # Test packages and fuzz runs; the plain closing line CI reads.
 echo "tests: ${passed} passed, ${failed} failed"
