@@ -250,11 +250,15 @@ type Audit struct {
 }
 
 // CheckAudit counts the audit rows the run produced: rows of the run's app
-// with outcome 202 whose time lies in the run's window (with slack for
-// clock and queueing), waiting up to wait for the audit worker.
+// with outcome 202 whose time lies in the run's window, waiting up to wait
+// for the audit worker. The window starts at the run's start: the load
+// targets 127.0.0.1 only, so the collector stamps each request on receipt
+// with the generator's own clock, after the run began; rows just before it
+// are another run's (a sweep starts as soon as its warm-up ends). It ends
+// 15 s after the run, for requests still queued when the run's clock stopped.
 func CheckAudit(ctx context.Context, db *sql.DB, m Manifest, wait time.Duration, logf func(string, ...any)) (Audit, error) {
 	a := Audit{Expected: m.Requests}
-	from := m.Start.Add(-2 * time.Second).UTC()
+	from := m.Start.UTC()
 	to := m.End.Add(15 * time.Second).UTC()
 	deadline := time.Now().Add(wait)
 	last := -1

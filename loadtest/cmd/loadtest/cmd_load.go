@@ -1,17 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
 	"threatview/loadtest/load"
 	"threatview/loadtest/plot"
 	"threatview/loadtest/stats"
+	"threatview/loadtest/verify"
 )
 
 // SweepStep is one rate of a sweep.
@@ -32,7 +36,14 @@ type SweepResult struct {
 	// Fresh says the stack was restarted (and warmed) just before this
 	// sweep, as `-fresh` declares; the sweep does not restart it itself.
 	Fresh bool `json:"fresh,omitempty"`
+	// Manifest is what `verify -of sweep` checks: every id the sweep's
+	// lead-ins and steps got back with a 202, in sweep-ids.txt.
+	Manifest *verify.Manifest `json:"manifest,omitempty"`
 }
+
+// sweepIDsFile holds a sweep's accepted ids, beside sweep.json (a run's are
+// in ids.txt, so both can share a directory).
+const sweepIDsFile = "sweep-ids.txt"
 
 func cmdSweep(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
@@ -46,6 +57,7 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 	limit := fs.Duration("p95", 20*time.Millisecond, "p95 limit")
 	keepGoing := fs.Int("past", 1, "rates to try past the first that fails (for the plot)")
 	fresh := fs.Bool("fresh", false, "record that the stack was freshly restarted before this sweep (scripts/bench.sh SWEEP_FRESH=1 does the restart)")
+	audited := fs.Bool("audited", true, "the collector audits (verify -of sweep then expects audit rows)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +69,28 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	idsPath := filepath.Join(c.out, sweepIDsFile)
+	f, err := os.Create(idsPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<16)
+	sink := load.FileSink(bw)
+	m := verify.Manifest{IDsFile: idsPath, AppID: c.app, Audited: *audited}
+	missed := 0
+	count := func(r load.Result) {
+		if m.Start.IsZero() {
+			m.Start = r.Start
+		}
+		m.End = r.End
+		m.Requests += r.Accepted
+		m.Events += r.EventsOK
+		missed += r.IDsMissed
+	}
 	res := SweepResult{Setup: c.setup(nil), Step: *step, P95Limit: *limit, Fresh: *fresh}
 	failures := 0
 	for i, r := range rs {
@@ -65,11 +99,14 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 			return err
 		}
 		if *warm > 0 {
-			if _, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s lead-in", r), float64(r), *warm, nil, nil); err != nil {
+			lead, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s lead-in", r), float64(r), *warm, sink, nil)
+			count(lead)
+			if err != nil {
 				return err
 			}
 		}
-		out, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s", r), float64(r), *step, nil, c.progress(stderr))
+		out, err := load.Open(ctx, tgt, gen, fmt.Sprintf("%d/s", r), float64(r), *step, sink, c.progress(stderr))
+		count(out)
 		if err != nil {
 			return err
 		}
@@ -96,6 +133,13 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 			case <-time.After(*pause):
 			}
 		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write %s: %w", idsPath, err)
+	}
+	res.Manifest = &m
+	if missed > 0 {
+		fmt.Fprintf(stderr, "warning: %d accepted responses had no readable ids\n", missed)
 	}
 	rows := make([]stats.Summary, len(res.Steps))
 	for i, s := range res.Steps {

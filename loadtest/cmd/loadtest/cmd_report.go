@@ -80,11 +80,14 @@ type reportInputs struct {
 	users    *UsersResult
 	overhead *OverheadResult
 	verify   *VerifyResult
-	storage  *StorageResult
-	bulk     *BulkResult
-	gobench  string
-	setup    string
-	sample   string
+	// sweepChecks are the sweeps' own verifications (sweep-verify.json),
+	// one per sweep, in the order of the sweeps.
+	sweepChecks []sweepCheck
+	storage     *StorageResult
+	bulk        *BulkResult
+	gobench     string
+	setup       string
+	sample      string
 }
 
 func loadOptional[T any](dir, name string) (*T, error) {
@@ -125,6 +128,9 @@ func readInputs(dir string) (reportInputs, error) {
 	if in.verify, err = loadOptional[VerifyResult](dir, "verify.json"); err != nil {
 		return in, err
 	}
+	if in.sweepChecks, err = readSweepChecks(dir, len(in.sweeps)); err != nil {
+		return in, err
+	}
 	if in.storage, err = loadOptional[StorageResult](dir, "storage.json"); err != nil {
 		return in, err
 	}
@@ -160,6 +166,71 @@ func readSweeps(dir string) ([]SweepResult, error) {
 		}
 		out = append(out, *sw)
 	}
+}
+
+// sweepCheck is one sweep's verification; V is nil when the sweep was not
+// verified.
+type sweepCheck struct {
+	Label string
+	Sweep SweepResult
+	V     *VerifyResult
+}
+
+// readSweepChecks reads each sweep with its sweep-verify.json: sweep-1 ...
+// sweep-n when there were n repeated sweeps, else the one sweep in dir.
+func readSweepChecks(dir string, n int) ([]sweepCheck, error) {
+	dirs, labels := []string{dir}, []string{"the sweep"}
+	if n > 0 {
+		dirs, labels = nil, nil
+		for i := 1; i <= n; i++ {
+			dirs = append(dirs, filepath.Join(dir, fmt.Sprintf("sweep-%d", i)))
+			labels = append(labels, strconv.Itoa(i))
+		}
+	}
+	var out []sweepCheck
+	for i, d := range dirs {
+		sw, err := loadOptional[SweepResult](d, "sweep.json")
+		if err != nil {
+			return nil, err
+		}
+		if sw == nil {
+			continue
+		}
+		v, err := loadOptional[VerifyResult](d, "sweep-verify.json")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sweepCheck{Label: labels[i], Sweep: *sw, V: v})
+	}
+	return out, nil
+}
+
+// sweepChecksMD is the table of the sweeps' verifications.
+func sweepChecksMD(cs []sweepCheck) string {
+	var b strings.Builder
+	b.WriteString("| sweep | rates | requests answered 202 | events accepted | stored exactly once | lost | duplicated | audit rows (outcome 202) | result |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, c := range cs {
+		var rates []string
+		for _, st := range c.Sweep.Steps {
+			rates = append(rates, fmt.Sprintf("%.0f", st.Rate))
+		}
+		if c.V == nil {
+			fmt.Fprintf(&b, "| %s | %s | – | – | – | – | – | – | **not verified** |\n", c.Label, strings.Join(rates, ", "))
+			continue
+		}
+		e := c.V.Events
+		audit := "not checked"
+		if c.V.Audit != nil {
+			audit = fmt.Sprintf("%d of %d", c.V.Audit.Rows, c.V.Audit.Expected)
+		}
+		result := "ok"
+		if !c.V.OK {
+			result = "**FAILED**: " + strings.Join(c.V.Problems, "; ")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %d | %d | %d | %s | %s |\n", c.Label, strings.Join(rates, ", "),
+			c.V.Manifest.Requests, c.V.Manifest.Events, e.Stored-e.Duplicated, e.Missing, e.Duplicated, audit, result)
+	}
+	return b.String()
 }
 
 // target is one line of the targets table.
@@ -311,6 +382,14 @@ func buildReport(dir, title string, flames []string) (string, string, error) {
 		p("After the run: every accepted id (warm-up and plan, %d events, %d requests) looked up in `events.events`, rollups compared with `count(*)` over `events.events` once `facts.facts_to_process` drained, and audit rows counted for the run's window.\n\n",
 			in.verify.Manifest.Events, in.verify.Manifest.Requests)
 		p("%s\n", verifyMD(*in.verify))
+	}
+	if len(in.sweepChecks) > 0 {
+		if in.verify == nil {
+			p("## Verification\n\n")
+		}
+		p("### The sweeps' accepted events\n\n")
+		p("A sweep's top rates are past what the stack holds, where a lost event would show first. After each sweep, once the consumers had caught up (and before the next sweep's restart): every id the sweep's lead-ins and steps got back with a 202 looked up in `events.events` (stored exactly once, with exactly one fact), and the audit rows of its requests counted for the sweep's window. Requests turned away (503, 429) carry no ids and are not counted. The rollups are compared with `count(*)` after the run only (`-rollups=false` here): that comparison reads every stored event.\n\n")
+		p("%s\n", sweepChecksMD(in.sweepChecks))
 	}
 
 	if in.bulk != nil {
@@ -513,6 +592,27 @@ func evalTargets(in reportInputs) []target {
 		t.ours = fmt.Sprintf("%d lost, %d duplicated", in.verify.Events.Missing, in.verify.Events.Duplicated)
 		if !t.met {
 			t.miss = strings.Join(in.verify.Problems, "; ")
+		}
+		if len(in.sweepChecks) > 0 {
+			var lost, dup, events int
+			var misses []string
+			for _, c := range in.sweepChecks {
+				if c.V == nil {
+					misses = append(misses, "sweep "+c.Label+" not verified")
+					continue
+				}
+				lost += c.V.Events.Missing
+				dup += c.V.Events.Duplicated
+				events += c.V.Manifest.Events
+				if !c.V.OK {
+					misses = append(misses, "sweep "+c.Label+": "+strings.Join(c.V.Problems, "; "))
+				}
+			}
+			t.ours += fmt.Sprintf("; the sweeps: %d lost, %d duplicated of %d events", lost, dup, events)
+			if len(misses) > 0 {
+				t.met = false
+				t.miss = strings.TrimPrefix(t.miss+"; "+strings.Join(misses, "; "), "; ")
+			}
 		}
 	}
 	ts = append(ts, t)

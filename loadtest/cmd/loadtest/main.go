@@ -59,12 +59,12 @@ const usage = `usage: loadtest COMMAND [flags]
 
 commands:
   run       warm-up then a constant-rate plan (open model); JMeter-style table, ids for verify
-  sweep     rising rates until p95 passes the limit or errors appear
+  sweep     rising rates until p95 passes the limit or errors appear; ids for verify -of sweep
   users     closed model: N users each sending back to back
   overhead  the same load against a collector with auditing on and one with it off
   cpu       CPU per accepted request (machine and per process), requests per broker message, pprof profiles
   flame     render a pprof CPU profile as a flame graph (SVG)
-  verify    accepted ids stored exactly once, rollups equal count(*), audit rows = requests
+  verify    accepted ids stored exactly once, rollups equal count(*), audit rows = requests (-of run|sweep)
   storage   bytes per event per table and projection per day/month/3 months
   bulk      a bulk load of N records with concurrent senders (the reference's 1 million)
   report    write the performance page from the results of the other commands

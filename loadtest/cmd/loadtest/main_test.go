@@ -199,12 +199,35 @@ func TestReport_RepeatedSweeps(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// Sweep 1 verified clean, sweep 2 lost an event, sweep 3 was not verified.
+		m := verify.Manifest{Requests: 3000 - 2*i, Events: 3000 - 2*i, Audited: true}
+		v := VerifyResult{Manifest: m, OK: true,
+			Events: verify.Events{Accepted: m.Events, Distinct: m.Events, Stored: m.Events},
+			Audit:  &verify.Audit{Expected: m.Requests, Rows: m.Requests}}
+		if i == 1 {
+			v.OK, v.Events.Stored, v.Events.Missing = false, m.Events-1, 1
+			v.Problems = []string{"1 accepted events lost"}
+		}
+		if i < 2 {
+			if err := writeJSON(filepath.Join(dir, fmt.Sprintf("sweep-%d", i+1)), "sweep-verify.json", v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := writeJSON(dir, "verify.json", VerifyResult{OK: true}); err != nil {
+		t.Fatal(err)
 	}
 	page, _, err := buildReport(dir, "T", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"### The sweeps' accepted events",
+		"| 1 | 1000, 2000 | 3000 | 3000 | 3000 | 0 | 0 | 3000 of 3000 | ok |",
+		"| 2 | 1000, 2000 | 2998 | 2998 | 2997 | 1 | 0 | 2998 of 2998 | **FAILED**: 1 accepted events lost |",
+		"| 3 | 1000 | – | – | – | – | – | – | **not verified** |",
+		"0 lost, 0 duplicated; the sweeps: 1 lost, 0 duplicated of 5998 events | **no** |",
+		"sweep 2: 1 accepted events lost; sweep 3 not verified",
 		"### Repeated sweeps", "The sweep was run 3 times",
 		"| 2 | yes | 1500 req/s | 9.00 ms | 2 | 1998×202, 2×503 |",
 		"| 3 | yes | 1000 req/s | not reached | – | – |",
