@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -69,18 +66,13 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.out, 0o755); err != nil {
-		return err
-	}
-	idsPath := filepath.Join(c.out, sweepIDsFile)
-	f, err := os.Create(idsPath)
+	ids, err := createIDsFile(c.out, sweepIDsFile)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<16)
-	sink := load.FileSink(bw)
-	m := verify.Manifest{IDsFile: idsPath, AppID: c.app, Audited: *audited}
+	defer ids.Close()
+	sink := ids.Sink()
+	m := verify.Manifest{IDsFile: ids.Path, AppID: c.app, Audited: *audited}
 	missed := 0
 	count := func(r load.Result) {
 		if m.Start.IsZero() {
@@ -134,8 +126,8 @@ func cmdSweep(ctx context.Context, args []string, getenv func(string) string, st
 			}
 		}
 	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write %s: %w", idsPath, err)
+	if err := ids.Close(); err != nil {
+		return err
 	}
 	res.Manifest = &m
 	if missed > 0 {

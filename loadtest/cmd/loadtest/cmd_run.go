@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -54,17 +53,12 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(c.out, 0o755); err != nil {
-		return err
-	}
-	idsPath := filepath.Join(c.out, "ids.txt")
-	f, err := os.Create(idsPath)
+	ids, err := createIDsFile(c.out, "ids.txt")
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	bw := bufio.NewWriterSize(f, 1<<16)
-	sink := load.FileSink(bw)
+	defer ids.Close()
+	sink := ids.Sink()
 
 	res := RunResult{Setup: c.setup(nil), Label: *label, Rate: *rate, Warmup: *warmup, Duration: *dur}
 	var warm load.Result
@@ -84,7 +78,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if err := bw.Flush(); err != nil {
+	if err := ids.Close(); err != nil {
 		return err
 	}
 	res.Plan = plan.Summary()
@@ -94,7 +88,7 @@ func cmdRun(ctx context.Context, args []string, getenv func(string) string, stdo
 		start = warm.Start
 	}
 	res.Manifest = verify.Manifest{
-		IDsFile: idsPath, AppID: c.app, Start: start, End: plan.End,
+		IDsFile: ids.Path, AppID: c.app, Start: start, End: plan.End,
 		Requests: warm.Accepted + plan.Accepted, Events: warm.EventsOK + plan.EventsOK, Audited: *audited,
 	}
 	if plan.IDsMissed+warm.IDsMissed > 0 {

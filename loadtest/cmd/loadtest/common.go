@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -245,4 +246,45 @@ func defaultOut(getenv func(string) string) string {
 		return filepath.Join(root, ".run", "loadtest")
 	}
 	return "loadtest-results"
+}
+
+// idsFile is where a load writes every id it gets back with a 202, one per
+// line, for verify.
+type idsFile struct {
+	Path string
+	f    *os.File
+	w    *bufio.Writer
+}
+
+// createIDsFile creates dir (if need be) and dir/name.
+func createIDsFile(dir, name string) (*idsFile, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	return &idsFile{Path: path, f: f, w: bufio.NewWriterSize(f, 1<<16)}, nil
+}
+
+// Sink is the load's sink for the ids.
+func (x *idsFile) Sink() load.IDSink { return load.FileSink(x.w) }
+
+// Close writes what is buffered and closes the file; a second call does
+// nothing.
+func (x *idsFile) Close() error {
+	if x.f == nil {
+		return nil
+	}
+	err := x.w.Flush()
+	if cerr := x.f.Close(); err == nil {
+		err = cerr
+	}
+	x.f = nil
+	if err != nil {
+		return fmt.Errorf("write %s: %w", x.Path, err)
+	}
+	return nil
 }
