@@ -128,7 +128,7 @@ func readInputs(dir string) (reportInputs, error) {
 	if in.verify, err = loadOptional[VerifyResult](dir, "verify.json"); err != nil {
 		return in, err
 	}
-	if in.sweepChecks, err = readSweepChecks(dir, len(in.sweeps)); err != nil {
+	if in.sweepChecks, err = readSweepChecks(dir, in.sweep, in.sweeps); err != nil {
 		return in, err
 	}
 	if in.storage, err = loadOptional[StorageResult](dir, "storage.json"); err != nil {
@@ -176,31 +176,28 @@ type sweepCheck struct {
 	V     *VerifyResult
 }
 
-// readSweepChecks reads each sweep with its sweep-verify.json: sweep-1 ...
-// sweep-n when there were n repeated sweeps, else the one sweep in dir.
-func readSweepChecks(dir string, n int) ([]sweepCheck, error) {
-	dirs, labels := []string{dir}, []string{"the sweep"}
-	if n > 0 {
-		dirs, labels = nil, nil
-		for i := 1; i <= n; i++ {
-			dirs = append(dirs, filepath.Join(dir, fmt.Sprintf("sweep-%d", i)))
-			labels = append(labels, strconv.Itoa(i))
-		}
-	}
+// readSweepChecks pairs each sweep already read with its sweep-verify.json:
+// sweep-1 ... sweep-n when there were repeated sweeps, else the one sweep
+// in dir.
+func readSweepChecks(dir string, one *SweepResult, repeated []SweepResult) ([]sweepCheck, error) {
 	var out []sweepCheck
-	for i, d := range dirs {
-		sw, err := loadOptional[SweepResult](d, "sweep.json")
-		if err != nil {
-			return nil, err
-		}
-		if sw == nil {
-			continue
-		}
+	add := func(d, label string, sw SweepResult) error {
 		v, err := loadOptional[VerifyResult](d, "sweep-verify.json")
 		if err != nil {
+			return err
+		}
+		out = append(out, sweepCheck{Label: label, Sweep: sw, V: v})
+		return nil
+	}
+	for i, sw := range repeated {
+		if err := add(filepath.Join(dir, fmt.Sprintf("sweep-%d", i+1)), strconv.Itoa(i+1), sw); err != nil {
 			return nil, err
 		}
-		out = append(out, sweepCheck{Label: labels[i], Sweep: *sw, V: v})
+	}
+	if len(repeated) == 0 && one != nil {
+		if err := add(dir, "the sweep", *one); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -590,12 +587,9 @@ func evalTargets(in reportInputs) []target {
 		t.known = true
 		t.met = in.verify.OK
 		t.ours = fmt.Sprintf("%d lost, %d duplicated", in.verify.Events.Missing, in.verify.Events.Duplicated)
-		if !t.met {
-			t.miss = strings.Join(in.verify.Problems, "; ")
-		}
+		misses := append([]string(nil), in.verify.Problems...)
 		if len(in.sweepChecks) > 0 {
 			var lost, dup, events int
-			var misses []string
 			for _, c := range in.sweepChecks {
 				if c.V == nil {
 					misses = append(misses, "sweep "+c.Label+" not verified")
@@ -609,10 +603,10 @@ func evalTargets(in reportInputs) []target {
 				}
 			}
 			t.ours += fmt.Sprintf("; the sweeps: %d lost, %d duplicated of %d events", lost, dup, events)
-			if len(misses) > 0 {
-				t.met = false
-				t.miss = strings.TrimPrefix(t.miss+"; "+strings.Join(misses, "; "), "; ")
-			}
+		}
+		if len(misses) > 0 {
+			t.met = false
+			t.miss = strings.Join(misses, "; ")
 		}
 	}
 	ts = append(ts, t)
