@@ -187,3 +187,80 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
+
+// TestJWKS_StallingIdentity: an identity service that accepts the JWK set
+// request and never answers must neither hold up tokens signed with a key
+// already known nor be asked more than once at a time.
+func TestJWKS_StallingIdentity(t *testing.T) {
+	cur := mustKey(t)
+	var stall atomic.Bool
+	var fetches, inFlight, maxInFlight atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if stall.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		_ = json.NewEncoder(w).Encode(authz.JWKSet{Keys: []authz.JWK{authz.PublicJWK(cur.Public().(ed25519.PublicKey))}})
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	jwks := authz.NewJWKS(srv.URL, 50*time.Millisecond, nil)
+	jwks.MinRefetch = 0
+	v := authz.NewVerifier(jwks)
+	known := mustSign(t, cur, "ann", []string{"analyst"}, time.Now(), time.Minute)
+	if _, err := v.Verify(t.Context(), known); err != nil {
+		t.Fatalf("Verify(known key) = %v", err)
+	}
+	stall.Store(true)
+	time.Sleep(100 * time.Millisecond) // the set is now due for a refresh
+
+	t.Run("KnownKeyNotHeld", func(t *testing.T) {
+		start := time.Now()
+		errs := make(chan error, 40)
+		for range 40 {
+			go func() {
+				_, err := v.Verify(t.Context(), known)
+				errs <- err
+			}()
+		}
+		for range 40 {
+			if err := <-errs; err != nil {
+				t.Fatalf("Verify(known key) with identity stalling = %v, want nil", err)
+			}
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("40 verifications with a known key took %s while identity stalled, want well under the 5 s fetch timeout", d)
+		}
+	})
+	t.Run("UnknownKeyWaitsForItsContext", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := v.Verify(ctx, mustSign(t, mustKey(t), "ann", []string{"analyst"}, time.Now(), time.Minute))
+		if err == nil {
+			t.Fatal("Verify(unknown key) = nil, want an error")
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("Verify(unknown key) took %s with a 200 ms context, want it to give up with its context", d)
+		}
+	})
+	if n := maxInFlight.Load(); n != 1 {
+		t.Fatalf("at most %d JWK set fetches at once, want 1 (one refresh at a time)", n)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Fatalf("fetches = %d, want 2 (the first, then one refresh shared by every caller)", n)
+	}
+}

@@ -67,6 +67,13 @@ func parseSet(body []byte) (map[string]ed25519.PublicKey, error) {
 // and when a token names an unknown kid (key rotation), at most once per
 // MinRefetch so tokens with made-up kids cannot flood the identity service.
 // When a refresh fails the cached keys stay in use.
+//
+// A slow or hanging identity service must not stall the callers: one
+// refresh runs at a time (every caller that needs it shares it), the lock is
+// never held while fetching, a token signed with a known key is verified at
+// once even when the set is due for a refresh (the refresh runs in the
+// background), and a caller waiting for an unknown kid gives up with its
+// own context.
 type JWKS struct {
 	url     string
 	client  *http.Client
@@ -78,6 +85,14 @@ type JWKS struct {
 	keys      map[string]ed25519.PublicKey
 	fetchedAt time.Time // last successful fetch
 	triedAt   time.Time // last attempt
+	pending   *flight   // the refresh under way, if any
+}
+
+// flight is one refresh of the set; done is closed when it has finished
+// and err is its outcome.
+type flight struct {
+	done chan struct{}
+	err  error
 }
 
 // NewJWKS returns a JWKS for the set at url, refreshed every refresh
@@ -95,41 +110,68 @@ func NewJWKS(url string, refresh time.Duration, hc *http.Client) *JWKS {
 // Key returns the key with kid, fetching the set when needed.
 func (j *JWKS) Key(ctx context.Context, kid string) (ed25519.PublicKey, error) {
 	j.mu.Lock()
-	defer j.mu.Unlock()
 	now := time.Now()
 	k, ok := j.keys[kid]
 	stale := now.Sub(j.fetchedAt) > j.refresh
 	if ok && !stale {
+		j.mu.Unlock()
 		return k, nil
 	}
-	if !j.triedAt.IsZero() && now.Sub(j.triedAt) < j.MinRefetch {
+	f := j.pending
+	if f == nil && (j.triedAt.IsZero() || now.Sub(j.triedAt) >= j.MinRefetch) {
+		f = j.startLocked(now)
+	}
+	haveKeys := j.keys != nil
+	j.mu.Unlock()
+	if ok {
+		return k, nil // known keys keep working while the refresh runs
+	}
+	if f == nil {
 		// Fetched (or failed to) a moment ago: do not ask again yet, so
 		// neither made-up kids nor an unreachable identity service make
 		// every request wait for a fetch.
-		switch {
-		case ok:
-			return k, nil
-		case j.keys == nil:
+		if !haveKeys {
 			return nil, fmt.Errorf("%w: the last fetch failed", ErrKeysUnavailable)
 		}
 		return nil, fmt.Errorf("%w: unknown key id", ErrInvalidToken)
 	}
-	j.triedAt = now
-	keys, err := j.fetch(ctx)
-	if err != nil {
-		if ok {
-			return k, nil // keep using what we know
-		}
-		if j.keys != nil {
-			return nil, fmt.Errorf("%w: unknown key id (refresh failed: %v)", ErrInvalidToken, err)
-		}
-		return nil, fmt.Errorf("%w: %v", ErrKeysUnavailable, err)
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: waiting for the JWK set: %v", ErrKeysUnavailable, ctx.Err())
 	}
-	j.keys, j.fetchedAt = keys, now
-	if k, ok := keys[kid]; ok {
+	j.mu.Lock()
+	k, ok = j.keys[kid]
+	haveKeys = j.keys != nil
+	j.mu.Unlock()
+	switch {
+	case ok:
 		return k, nil
+	case !haveKeys:
+		return nil, fmt.Errorf("%w: %v", ErrKeysUnavailable, f.err)
+	case f.err != nil:
+		return nil, fmt.Errorf("%w: unknown key id (refresh failed: %v)", ErrInvalidToken, f.err)
 	}
 	return nil, fmt.Errorf("%w: unknown key id", ErrInvalidToken)
+}
+
+// startLocked starts the one refresh; j.mu must be held. The fetch has its
+// own timeout and no caller's context: callers share it and may leave.
+func (j *JWKS) startLocked(now time.Time) *flight {
+	f := &flight{done: make(chan struct{})}
+	j.pending, j.triedAt = f, now
+	go func() {
+		keys, err := j.fetch(context.Background())
+		j.mu.Lock()
+		if err == nil {
+			j.keys, j.fetchedAt = keys, time.Now()
+		}
+		f.err = err
+		j.pending = nil
+		j.mu.Unlock()
+		close(f.done)
+	}()
+	return f
 }
 
 func (j *JWKS) fetch(ctx context.Context) (map[string]ed25519.PublicKey, error) {
