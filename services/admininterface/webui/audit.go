@@ -210,8 +210,8 @@ func (s *Server) auditExport(format string) http.HandlerFunc {
 				}
 				rows++
 				if cw != nil {
-					_ = cw.Write([]string{rec.ID, rec.Time.UTC().Format(time.RFC3339Nano), rec.Action, rec.ActorToken, rec.ActorApp,
-						rec.Resource, strconv.Itoa(rec.Outcome), strconv.Itoa(rec.EventCount), rec.ClientIP, rec.UserAgent, rec.RequestID, rec.BodySHA256})
+					_ = cw.Write(csvCells(rec.ID, rec.Time.UTC().Format(time.RFC3339Nano), rec.Action, rec.ActorToken, rec.ActorApp,
+						rec.Resource, strconv.Itoa(rec.Outcome), strconv.Itoa(rec.EventCount), rec.ClientIP, rec.UserAgent, rec.RequestID, rec.BodySHA256))
 				} else if err := enc.Encode(rec); err != nil {
 					return // the client left
 				}
@@ -236,6 +236,21 @@ func (s *Server) auditExport(format string) http.HandlerFunc {
 		}
 		s.log.Info("audit exported", "by", sessionOf(r).User.Username, "format", format, "rows", rows)
 	}
+}
+
+// csvCells returns the cells of one CSV row, each made safe to open in a
+// spreadsheet: the audit trail holds what strangers sent (the collector
+// audits refused requests with their User-Agent), and a cell that starts
+// with =, +, -, @, tab or carriage return is read as a formula by Excel,
+// LibreOffice and Google Sheets. Such a cell gets a leading apostrophe
+// (OWASP's advice), which the spreadsheet shows as text.
+func csvCells(cells ...string) []string {
+	for i, c := range cells {
+		if c != "" && strings.ContainsRune("=+-@\t\r", rune(c[0])) {
+			cells[i] = "'" + c
+		}
+	}
+	return cells
 }
 
 func isInvalid(err error) bool { return errors.Is(err, admininterface.ErrInvalid) }
