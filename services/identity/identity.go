@@ -184,7 +184,8 @@ type Auditor interface {
 // throttling.
 type Meta struct {
 	Actor     string // the caller's authz.Caller.Actor(); blank for sign-ins
-	ClientIP  string
+	ClientIP  string // for throttling only; stored as a digest
+	ClientNet string // the address's /24 or /48, for the audit trail
 	UserAgent string
 	RequestID string
 }

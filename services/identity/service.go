@@ -3,6 +3,7 @@ package identity
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,7 +118,9 @@ func throttleKeys(username, ip string) []string {
 	}
 	keys := []string{"user:" + username}
 	if ip != "" {
-		keys = append(keys, "ip:"+ip)
+		// The store keeps a digest, not the address (no full address at rest).
+		sum := sha256.Sum256([]byte("throttle:" + ip))
+		keys = append(keys, "ip:"+hex.EncodeToString(sum[:16]))
 	}
 	return keys
 }
@@ -166,7 +169,7 @@ func (s *Service) Login(ctx context.Context, username, password string, meta Met
 	keys := throttleKeys(name, meta.ClientIP)
 	if err := s.countAttempt(ctx, keys, now); err != nil {
 		if errors.Is(err, ErrThrottled) {
-			s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 429, meta, map[string]any{"reason": "throttled"}))
+			s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", s.knownSubject(ctx, name, nameErr), 429, meta, map[string]any{"reason": "throttled"}))
 		}
 		return Session{}, err
 	}
@@ -189,13 +192,33 @@ func (s *Service) Login(ctx context.Context, username, password string, meta Met
 		return Session{}, err
 	}
 	if !ok || u.Disabled || u.Source != SourceLocal || len(password) > MaxPasswordLen {
-		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 401, meta, nil))
+		subject := unknownSubject
+		if u.Username != "" {
+			subject = u.Username
+		}
+		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", subject, 401, meta, nil))
 		return Session{}, ErrBadCredentials
 	}
 	if err := s.succeeded(ctx, keys); err != nil {
 		return Session{}, err
 	}
 	return s.open(ctx, u, meta, "password")
+}
+
+// unknownSubject stands in the audit trail for a username that names no
+// person: what was typed may be a password typed into the wrong field, so it
+// is never recorded (nor logged).
+const unknownSubject = "(unknown)"
+
+// knownSubject is name when it names a person, else unknownSubject.
+func (s *Service) knownSubject(ctx context.Context, name string, nameErr error) string {
+	if nameErr != nil {
+		return unknownSubject
+	}
+	if _, err := s.store.GetUser(ctx, name); err != nil {
+		return unknownSubject
+	}
+	return name
 }
 
 // open records a sign-in and issues a session for u.
@@ -513,7 +536,7 @@ func (s *Service) record(action, actor, subject string, outcome int, meta Meta, 
 		Action:     action,
 		Resource:   "user:" + subject,
 		Outcome:    outcome,
-		ClientIP:   meta.ClientIP,
+		ClientIP:   meta.ClientNet,
 		UserAgent:  meta.UserAgent,
 		RequestID:  meta.RequestID,
 		Body:       body,

@@ -27,7 +27,6 @@ import (
 	"errors"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -62,6 +61,11 @@ type Options struct {
 	// TrustedProxies are the peers whose X-Forwarded-For names the client
 	// (its rightmost address), for throttling and the audit trail.
 	TrustedProxies []netip.Prefix
+	// ForwarderKey, when set, lets a caller presenting it in the
+	// X-Forwarder-Key header (the admin interface, which signs people in on
+	// behalf of their browsers) name the client in X-Forwarded-For from any
+	// address: a trusted hop proved by a credential, not by where it is.
+	ForwarderKey string
 	// OIDC is nil when sign-in through an identity provider is off.
 	OIDC OIDC
 	// SecureCookies marks the OIDC state cookie Secure (behind HTTPS).
@@ -485,35 +489,26 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (h *handler) meta(r *http.Request) identity.Meta {
 	c, _ := authz.FromContext(r.Context())
 	rid := truncate(r.Header.Get("X-Request-ID"), 64)
-	return identity.Meta{Actor: c.Actor(), ClientIP: h.clientIP(r), UserAgent: truncate(r.UserAgent(), 256), RequestID: rid}
+	ip, full := h.clientIP(r), ""
+	if ip.IsValid() {
+		full = ip.String()
+	}
+	return identity.Meta{Actor: c.Actor(), ClientIP: full, ClientNet: httpserver.PrivateAddr(ip),
+		UserAgent: truncate(r.UserAgent(), 256), RequestID: rid}
 }
 
-// clientIP is the peer's address, or, when the peer is a trusted proxy, the
-// rightmost address of X-Forwarded-For.
-func (h *handler) clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	peer, err := netip.ParseAddr(host)
-	if err != nil {
-		return ""
-	}
-	peer = peer.Unmap()
-	for _, p := range h.opts.TrustedProxies {
-		if p.Contains(peer) {
-			xff := r.Header.Values("X-Forwarded-For")
-			if len(xff) == 0 {
-				break
-			}
-			parts := strings.Split(xff[len(xff)-1], ",")
-			if a, err := netip.ParseAddr(strings.TrimSpace(parts[len(parts)-1])); err == nil {
-				return a.Unmap().String()
-			}
-			break
+// clientIP is the peer's address, or, when the peer is a trusted proxy or
+// presents the forwarder key, the rightmost address of X-Forwarded-For.
+func (h *handler) clientIP(r *http.Request) netip.Addr {
+	trusted := h.opts.TrustedProxies
+	if k := r.Header.Get("X-Forwarder-Key"); k != "" && h.opts.ForwarderKey != "" &&
+		subtle.ConstantTimeCompare([]byte(k), []byte(h.opts.ForwarderKey)) == 1 {
+		if a := httpserver.ClientAddr(r, nil); a.IsValid() {
+			// Only the forwarder's own hop is trusted, not any it names.
+			trusted = []netip.Prefix{netip.PrefixFrom(a, a.BitLen())}
 		}
 	}
-	return peer.String()
+	return httpserver.ClientAddr(r, trusted)
 }
 
 // plainName reports whether s looks like a field name (1 to 32 lower-case

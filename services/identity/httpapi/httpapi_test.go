@@ -20,10 +20,10 @@ import (
 	"time"
 
 	"threatview/identity"
-	"threatview/identity/auditlog"
 	"threatview/identity/httpapi"
 	"threatview/identity/mariadb"
 	"threatview/migrations"
+	"threatview/platform/auditclient"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
 )
@@ -67,7 +67,7 @@ func newServer(t *testing.T, opts identity.Options, api httpapi.Options) *server
 	}
 	logBuf := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logBuf, nil))
-	svc := identity.NewService(store, hasher, keys, auditlog.New(auditURL, internalKey, 5*time.Second, nil), opts, log)
+	svc := identity.NewService(store, hasher, keys, auditclient.New(auditURL, internalKey, auditclient.Options{Timeout: 5 * time.Second, Unavailable: identity.ErrAuditUnavailable}), opts, log)
 	api.AdminKey = "identity-test-admin-key"
 	h := httpapi.New(svc, api, httpserver.NewRegistry(), map[string]httpserver.Check{"database": store.Ping}, log)
 	srv := httptest.NewServer(h)
@@ -469,5 +469,64 @@ func TestNoEcho(t *testing.T) {
 		if strings.Contains(string(r.body), secret) {
 			t.Fatalf("the answer repeats the pasted secret: %s", r.body)
 		}
+	}
+}
+
+// TestLogin_Forwarder: the admin interface names each browser's address with
+// its forwarder key, so one address's wrong passwords lock out only that
+// address; without the key (or with a wrong one) X-Forwarded-For is ignored.
+// The audit trail keeps the address's /24, and a username that names no
+// person (perhaps a password typed into the wrong field) is not recorded.
+func TestLogin_Forwarder(t *testing.T) {
+	const key = "forwarder-key-0123456789abcdef0123456789"
+	s := newServer(t, identity.Options{MaxFailuresUser: 50, MaxFailuresIP: 3, FailureWindow: time.Minute},
+		httpapi.Options{ForwarderKey: key})
+	root := "fw-" + strings.ToLower(hex.EncodeToString([]byte(time.Now().Format("150405.000"))))
+	s.createUser(t, root, pw, "analyst")
+	typo := "Typed-" + hex.EncodeToString([]byte(time.Now().Format("150405.000000"))) + "!"
+	login := func(name, password, ip, k string) response {
+		return s.do(t, "POST", "/v1/login", "", map[string]string{"username": name, "password": password},
+			"X-Forwarded-For", ip, "X-Forwarder-Key", k)
+	}
+	for range 3 {
+		login(typo, "wrong password", "198.51.100.77", key).want(t, "attacker", 401)
+	}
+	r := login(root, pw, "198.51.100.77", key)
+	r.want(t, "the attacker's address, right password", 429)
+	if ra := r.header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Fatalf("Retry-After = %q", ra)
+	}
+	login(root, pw, "203.0.113.5", key).want(t, "another browser through the same UI", 200)
+	// A wrong key does not make the header count: every such attempt is
+	// the peer's own (127.0.0.1), which still has its tries.
+	login(root, pw, "198.51.100.77", "wrong-key").want(t, "wrong key, the peer's own address", 200)
+
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var ok bool
+		for _, rec := range auditRows(t, root) {
+			b, _ := json.Marshal(rec)
+			if bytes.Contains(b, []byte("203.0.113.5")) {
+				t.Fatalf("audit record holds the full address: %s", b)
+			}
+			if rec["action"] == identity.ActionLogin && rec["client_ip"] == "203.0.113.0" {
+				ok = true
+			}
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no sign-in of %s recorded with client_ip 203.0.113.0: %v", root, auditRows(t, root))
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	for _, rec := range auditRows(t, "") {
+		if b, _ := json.Marshal(rec); bytes.Contains(b, []byte(typo)) || bytes.Contains(b, []byte(strings.ToLower(typo))) {
+			t.Fatalf("audit record holds what was typed as the username: %s", b)
+		}
+	}
+	if strings.Contains(s.log.String(), typo) || strings.Contains(s.log.String(), "198.51.100.77") {
+		t.Fatalf("the log holds the typed username or a full address:\n%s", s.log.String())
 	}
 }

@@ -26,11 +26,11 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/storage"
 
 	"threatview/identity"
-	"threatview/identity/auditlog"
 	"threatview/identity/httpapi"
 	"threatview/identity/mariadb"
 	"threatview/identity/oidc"
 	"threatview/migrations"
+	"threatview/platform/auditclient"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
 )
@@ -172,7 +172,7 @@ func TestSignIn(t *testing.T) {
 	keys, _ := identity.ParseKeyring(hex.EncodeToString(seed))
 	hasher, _ := identity.NewHasher(identity.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}, 2)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	audit := auditlog.New(testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"), testenv.MustEnv(t, "INTERNAL_KEY"), 5*time.Second, nil)
+	audit := auditclient.New(testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"), testenv.MustEnv(t, "INTERNAL_KEY"), auditclient.Options{Timeout: 5 * time.Second, Unavailable: identity.ErrAuditUnavailable})
 	svc := identity.NewService(store, hasher, keys, audit, identity.Options{}, log)
 	roleMap, err := identity.ParseRoleMap("tv-admins=admin, tv-analysts=analyst, tv-auditors=auditor")
 	if err != nil {

@@ -37,6 +37,11 @@ type Config struct {
 	FailureWindow   time.Duration `env:"IDENTITY_LOGIN_FAILURE_WINDOW" envDefault:"15m"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For names the client.
 	TrustedProxies []string `env:"IDENTITY_TRUSTED_PROXIES" envSeparator:","`
+	// ForwarderKey lets a service that signs people in on their browsers'
+	// behalf (the admin interface, with the same key as
+	// ADMINUI_IDENTITY_FORWARDER_KEY) name the browser's address in
+	// X-Forwarded-For, so throttling counts each browser, not the UI.
+	ForwarderKey string `env:"IDENTITY_FORWARDER_KEY" secret:"true"`
 
 	Argon2MemoryKiB uint32 `env:"IDENTITY_ARGON2_MEMORY_KIB" envDefault:"19456"`
 	Argon2Time      uint32 `env:"IDENTITY_ARGON2_TIME" envDefault:"2"`
@@ -90,6 +95,8 @@ func (c *Config) Validate() error {
 		return errors.New("IDENTITY_ARGON2_TIME and IDENTITY_ARGON2_THREADS must be at least 1")
 	case c.HashConcurrency < 1:
 		return errors.New("IDENTITY_HASH_CONCURRENCY must be at least 1")
+	case c.ForwarderKey != "" && len(c.ForwarderKey) < 32:
+		return errors.New("IDENTITY_FORWARDER_KEY must be at least 32 characters")
 	case c.AdminKey != "" && c.AdminKey == c.InternalKey:
 		return errors.New("ADMIN_KEY and INTERNAL_KEY must differ")
 	case c.AuditTimeout <= 0:

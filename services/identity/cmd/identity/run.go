@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"threatview/identity"
-	"threatview/identity/auditlog"
 	"threatview/identity/httpapi"
 	"threatview/identity/mariadb"
 	"threatview/identity/oidc"
+	"threatview/platform/auditclient"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
@@ -48,8 +48,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	var auditor identity.Auditor
 	if cfg.AuditURL != "" {
-		auditor = auditlog.New(cfg.AuditURL, cfg.InternalKey, cfg.AuditTimeout, &http.Client{
-			Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second},
+		auditor = auditclient.New(cfg.AuditURL, cfg.InternalKey, auditclient.Options{
+			Timeout: cfg.AuditTimeout, Unavailable: identity.ErrAuditUnavailable,
+			HTTP: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}},
 		})
 	} else {
 		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
@@ -67,7 +68,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Info("first admin", "username", cfg.BootstrapUser, "created", created)
 	}
 
-	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), SecureCookies: cfg.SecureCookies}
+	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), ForwarderKey: cfg.ForwarderKey, SecureCookies: cfg.SecureCookies}
 	if cfg.OIDCIssuer != "" {
 		roleMap, _ := identity.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
 		opts.OIDC = oidc.New(oidc.Config{
