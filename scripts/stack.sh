@@ -378,7 +378,7 @@ EOF
     chown postgres:postgres "$data/threatview.conf"
     log "postgres: starting on $LOOPBACK:$PG_PORT"
     # setpriv execs (no fork), so $! is the postmaster; the log fd is opened by root.
-    (cd / && exec nohup setpriv --reuid=postgres --regid=postgres --init-groups -- \
+    (cd / && close_fds && exec nohup setpriv --reuid=postgres --regid=postgres --init-groups -- \
       "$bin/postgres" -D "$data" </dev/null >>"$LOGDIR/postgres.log" 2>&1) &
     echo $! >"$PIDDIR/postgres.pid"
   fi
@@ -441,7 +441,7 @@ start_mariadb() {
     log "mariadb: starting on $LOOPBACK:$MARIADB_PORT"
     # No --log-error: the error log goes to stderr, which root redirects into .run/log,
     # so it works even when the mysql user cannot write there (see header).
-    (cd / && exec nohup "$bin" --no-defaults \
+    (cd / && close_fds && exec nohup "$bin" --no-defaults \
       --datadir="$data" --socket="$home/mysqld.sock" --pid-file="$home/mariadbd.pid" \
       --port="$MARIADB_PORT" --bind-address="$LOOPBACK" --user=mysql \
       --innodb-buffer-pool-size=256M --max-allowed-packet=64M --skip-name-resolve \
@@ -504,7 +504,7 @@ log4j.appender.console.layout.ConversionPattern=%d{ISO8601} | %-5p | %m | %c | %
 EOF
     log "activemq: starting (STOMP $LOOPBACK:$STOMP_PORT, OpenWire $LOOPBACK:$OPENWIRE_PORT)"
     # shellcheck disable=SC2086
-    (cd "$base" && exec nohup java $ACTIVEMQ_JAVA_OPTS \
+    (cd "$base" && close_fds && exec nohup java $ACTIVEMQ_JAVA_OPTS \
       -Djava.io.tmpdir="$base/tmp" \
       -Dlog4j.configuration="file:$base/conf/log4j.properties" \
       -Dactivemq.home="$AMQ_HOME" -Dactivemq.base="$base" \
@@ -531,6 +531,17 @@ stomp_ping() { # CONNECT and expect CONNECTED
 }
 
 stop_activemq() { stop_by_pidfile activemq 60; }
+
+# A daemon keeps none of its starter's descriptors beyond 0-2: one started by
+# `flock /tmp/threatview-disruptive.lock scripts/stack.sh ...` would otherwise hold
+# the lock for as long as it runs, and every later flock would wait forever.
+close_fds() {
+  local f n
+  for f in /proc/$BASHPID/fd/*; do
+    n="${f##*/}"
+    if [[ "$n" =~ ^[0-9]+$ ]] && ((n > 2 && n != 255)); then eval "exec $n>&-" 2>/dev/null || true; fi
+  done
+}
 
 # ---------------------------------------------------------------------------- generic stop
 stop_by_pidfile() { # NAME SECONDS
@@ -627,6 +638,7 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
     set -a; . "$RUN/$name.env"; set +a
   fi
   cd "$ROOT"
+  close_fds
   exec nohup "$BINDIR/$name" </dev/null >>"$LOGDIR/$name.log" 2>&1
 }
 
