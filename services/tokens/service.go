@@ -187,6 +187,19 @@ func (s *Service) Introspect(ctx context.Context, plain string) (Token, error) {
 	return t, nil
 }
 
+// MaxActive is the most tokens Active returns at once.
+const MaxActive = 100_000
+
+// Active returns at most limit (1..MaxActive) active tokens, most recently
+// used or created first, for a collector to fill its cache in one request
+// when it starts. Errors: ErrInvalid.
+func (s *Service) Active(ctx context.Context, limit int) ([]Token, error) {
+	if limit < 1 || limit > MaxActive {
+		return nil, fmt.Errorf("%w: limit must be between 1 and %d", ErrInvalid, MaxActive)
+	}
+	return s.store.Active(ctx, limit)
+}
+
 // used queues a write of last_used_at unless one was queued for the token
 // within the interval.
 func (s *Service) used(id string) {

@@ -81,6 +81,9 @@ type Store interface {
 	// Revoke sets revoked_at to at unless the token is already revoked and
 	// returns the token as stored afterwards. Returns ErrNotFound.
 	Revoke(ctx context.Context, id string, at time.Time) (Token, error)
+	// Active returns at most limit active tokens, most recently used or
+	// created first (a collector's cache warm-up).
+	Active(ctx context.Context, limit int) ([]Token, error)
 	// ByHash returns the token whose hash is h, or ErrNotFound.
 	ByHash(ctx context.Context, h [sha256.Size]byte) (Token, error)
 	// TouchLastUsed raises last_used_at of each token id to the given time.

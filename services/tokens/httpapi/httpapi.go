@@ -5,6 +5,8 @@
 //	GET    /v1/tokens/{id}   role admin
 //	DELETE /v1/tokens/{id}   role admin  revoke → 204 once announced to the collectors (503 revocation_not_announced: repeat)
 //	POST   /v1/introspect    internal key {"token"} → {"active","token_id","app_id"}
+//	GET    /v1/introspect/active  internal key ?limit= → {"tokens":[{"token_sha256","token_id","app_id"}]}
+//	                         the active tokens most recently used or created first (a collector's warm-up)
 //
 // Role admin is a person's access token from the identity service or the
 // admin key (platform/authz); the audit records of creations and
@@ -16,10 +18,14 @@
 package httpapi
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -87,6 +93,7 @@ func New(svc *tokens.Service, keys Keys, reg *prometheus.Registry, checks map[st
 		r.Delete("/v1/tokens/{id}", h.revoke)
 	})
 	r.With(httpserver.RequireKey(keys.Internal)).Post("/v1/introspect", h.introspect)
+	r.With(httpserver.RequireKey(keys.Internal)).Get("/v1/introspect/active", h.active)
 	return r
 }
 
@@ -138,20 +145,9 @@ func (h *handler) create(w http.ResponseWriter, r *http.Request) {
 
 func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	for k := range q {
-		if k != "app_id" && k != "limit" {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", "unknown query parameter", map[string]string{"parameter": k})
-			return
-		}
-	}
-	limit := defaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxLimit {
-			httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", "limit must be an integer from 1 to 1000", map[string]string{"parameter": "limit"})
-			return
-		}
-		limit = n
+	limit, ok := queryLimit(w, q, defaultLimit, maxLimit, "app_id")
+	if !ok {
+		return
 	}
 	list, err := h.svc.List(r.Context(), tokens.Filter{AppID: q.Get("app_id"), Limit: limit})
 	if err != nil {
@@ -232,6 +228,59 @@ func (h *handler) introspect(w http.ResponseWriter, r *http.Request) {
 		h.introspections.WithLabelValues("active").Inc()
 		httpserver.WriteJSON(w, http.StatusOK, introspectResponse{Active: true, TokenID: t.ID, AppID: t.AppID})
 	}
+}
+
+type activeToken struct {
+	TokenSHA256 string `json:"token_sha256"`
+	TokenID     string `json:"token_id"`
+	AppID       string `json:"app_id"`
+}
+
+// defaultActive is how many tokens /v1/introspect/active lists without a
+// limit.
+const defaultActive = 10_000
+
+// active lists the active tokens by hash (never a plain token: the plain
+// form is not stored) for a collector warming its cache.
+func (h *handler) active(w http.ResponseWriter, r *http.Request) {
+	limit, ok := queryLimit(w, r.URL.Query(), defaultActive, tokens.MaxActive)
+	if !ok {
+		return
+	}
+	list, err := h.svc.Active(r.Context(), limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Tokens []activeToken `json:"tokens"`
+	}{Tokens: make([]activeToken, len(list))}
+	for i, t := range list {
+		out.Tokens[i] = activeToken{TokenSHA256: hex.EncodeToString(t.Hash[:]), TokenID: t.ID, AppID: t.AppID}
+	}
+	httpserver.WriteJSON(w, http.StatusOK, out)
+}
+
+// queryLimit reads the query's limit (def when absent, 1..most) and refuses
+// parameters other than limit and allowed; when it answered the error
+// itself it returns false.
+func queryLimit(w http.ResponseWriter, q url.Values, def, most int, allowed ...string) (int, bool) {
+	for k := range q {
+		if k != "limit" && !slices.Contains(allowed, k) {
+			httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", "unknown query parameter", map[string]string{"parameter": k})
+			return 0, false
+		}
+	}
+	s := q.Get("limit")
+	if s == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > most {
+		httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", fmt.Sprintf("limit must be an integer from 1 to %d", most), map[string]string{"parameter": "limit"})
+		return 0, false
+	}
+	return n, true
 }
 
 // decode reads one JSON object into dst (httpserver.DecodeJSON): operators

@@ -103,21 +103,33 @@ func (s *Store) List(ctx context.Context, f tokens.Filter) ([]tokens.Token, erro
 		args = append(args, f.Limit)
 	}
 	// sql: constant fragments joined; every filter value is a ? argument.
-	rows, err := s.db.QueryContext(ctx, q.String(), args...)
+	return s.query(ctx, "list tokens", q.String(), args...)
+}
+
+// Active returns at most limit active tokens, most recently used or
+// created first.
+func (s *Store) Active(ctx context.Context, limit int) ([]tokens.Token, error) {
+	return s.query(ctx, "list active tokens", "SELECT "+columns+" FROM tokens WHERE revoked_at IS NULL"+
+		" ORDER BY GREATEST(created_at, COALESCE(last_used_at, created_at)) DESC, id LIMIT ?", limit)
+}
+
+// query returns the tokens a SELECT of columns finds.
+func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]tokens.Token, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("list tokens: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	out := []tokens.Token{}
 	for rows.Next() {
 		t, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("list tokens: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list tokens: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
