@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 
 	"threatview/admininterface"
@@ -15,13 +16,25 @@ import (
 const oidcStateCookie = "tv_oidc_state"
 
 // Identity is the identity service's client.
-type Identity struct{ *Client }
+type Identity struct {
+	*Client
+	// ForwarderKey is identity's IDENTITY_FORWARDER_KEY: presented with
+	// the browser's address, so identity throttles and audits sign-ins per
+	// browser rather than per admin interface.
+	ForwarderKey string
+}
 
-// Login signs a person in with a password (POST /v1/login). A refused
-// password is ErrUnauthorized.
-func (c Identity) Login(ctx context.Context, username, password string) (admininterface.Login, error) {
+// Login signs a person in with a password (POST /v1/login) from the
+// browser at client (zero: unknown). A refused password is ErrUnauthorized;
+// too many failures is a *RetryError (ErrInvalid) saying when to try again.
+func (c Identity) Login(ctx context.Context, username, password string, client netip.Addr) (admininterface.Login, error) {
 	var out admininterface.Login
-	err := c.call(ctx, http.MethodPost, "/v1/login", nil, "", map[string]string{"username": username, "password": password}, &out)
+	h := http.Header{}
+	if client.IsValid() && c.ForwarderKey != "" {
+		h.Set("X-Forwarded-For", client.String())
+		h.Set("X-Forwarder-Key", c.ForwarderKey)
+	}
+	err := c.callHeader(ctx, http.MethodPost, "/v1/login", h, map[string]string{"username": username, "password": password}, &out)
 	return out, err
 }
 
@@ -62,7 +75,7 @@ func (c Identity) OIDCStart(ctx context.Context) (authURL, state string, err err
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := hc.Do(req)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: GET /v1/oidc/login: %v", admininterface.ErrUnavailable, err)
+		return "", "", fmt.Errorf("%w: GET /v1/oidc/login: %v", admininterface.ErrUnavailable, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther {
@@ -96,7 +109,8 @@ func (c Identity) OIDCFinish(ctx context.Context, query url.Values, state string
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return out, fmt.Errorf("%w: GET /v1/oidc/callback: %v", admininterface.ErrUnavailable, err)
+		// Never the URL: it holds the provider's code and state.
+		return out, fmt.Errorf("%w: GET /v1/oidc/callback: %v", admininterface.ErrUnavailable, withoutURL(err))
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

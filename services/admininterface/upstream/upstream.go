@@ -15,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +83,15 @@ func StatusError(service string, status int, body []byte) error {
 // do sends one request and returns the open response when it is 2xx; any
 // other answer is closed and turned into an error.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, bearer string, body any) (*http.Response, error) {
+	h := http.Header{}
+	if bearer != "" {
+		h.Set("Authorization", "Bearer "+bearer)
+	}
+	return c.doHeader(ctx, method, path, query, h, body)
+}
+
+// doHeader is do with extra request headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, query url.Values, header http.Header, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -102,20 +112,26 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
-	if bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+bearer)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: %s %s: %v", admininterface.ErrUnavailable, method, u, err)
+		// The path without its query: a query may carry what must not be
+		// logged.
+		return nil, fmt.Errorf("%w: %s %s%s: %v", admininterface.ErrUnavailable, method, c.BaseURL, path, withoutURL(err))
 	}
 	if resp.StatusCode/100 != 2 {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		return nil, StatusError(c.BaseURL, resp.StatusCode, b)
+		err := StatusError(c.BaseURL, resp.StatusCode, b)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			return nil, &RetryError{Err: err, After: retryAfter(resp.Header.Get("Retry-After"))}
+		}
+		return nil, err
 	}
 	return resp, nil
 }
@@ -123,9 +139,22 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 // call sends one JSON request and decodes a JSON answer into out (nil skips
 // the body).
 func (c *Client) call(ctx context.Context, method, path string, query url.Values, bearer string, body, out any) error {
+	h := http.Header{}
+	if bearer != "" {
+		h.Set("Authorization", "Bearer "+bearer)
+	}
+	return c.callQuery(ctx, method, path, query, h, body, out)
+}
+
+// callHeader is call with extra request headers and no query.
+func (c *Client) callHeader(ctx context.Context, method, path string, header http.Header, body, out any) error {
+	return c.callQuery(ctx, method, path, nil, header, body, out)
+}
+
+func (c *Client) callQuery(ctx context.Context, method, path string, query url.Values, header http.Header, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	resp, err := c.do(ctx, method, path, query, bearer, body)
+	resp, err := c.doHeader(ctx, method, path, query, header, body)
 	if err != nil {
 		return err
 	}
@@ -138,6 +167,36 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 		return fmt.Errorf("%w: decode %s %s: %v", admininterface.ErrUnavailable, method, path, err)
 	}
 	return nil
+}
+
+// RetryError is a 429: the caller may try again After (0: not said).
+// It unwraps to the status's sentinel (ErrInvalid).
+type RetryError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *RetryError) Error() string { return e.Err.Error() }
+func (e *RetryError) Unwrap() error { return e.Err }
+
+func retryAfter(v string) time.Duration {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(0, time.Until(t).Round(time.Second))
+	}
+	return 0
+}
+
+// withoutURL drops the request URL from a transport error (a *url.Error
+// names it, query and all).
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // IsAuth reports whether err means the person must sign in again.

@@ -2,10 +2,16 @@ package webui
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"threatview/admininterface"
+	"threatview/admininterface/upstream"
+	"threatview/platform/httpserver"
+	"threatview/platform/redirect"
 )
 
 type loginData struct {
@@ -14,12 +20,10 @@ type loginData struct {
 	OIDC     bool
 }
 
-// safeNext keeps a post-login redirect on this site: a local path only.
+// safeNext keeps a post-login redirect on this site (redirect.Local).
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/"
-	}
-	return next
+	n, _ := redirect.Local(next)
+	return n
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -43,11 +47,23 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusBadRequest, "login", "Sign in", data, "", "Enter your username and password.")
 		return
 	}
-	l, err := s.deps.Identity.Login(r.Context(), username, password)
+	l, err := s.deps.Identity.Login(r.Context(), username, password, httpserver.ClientAddr(r, s.opts.TrustedProxies))
+	var retry *upstream.RetryError
 	switch {
+	case errors.As(err, &retry):
+		// Too many failed sign-ins for this username or from this address.
+		s.signins.WithLabelValues("password", "throttled").Inc()
+		s.log.Info("sign-in throttled")
+		wait := max(retry.After, time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())))
+		s.render(w, r, http.StatusTooManyRequests, "login", "Sign in", data, "",
+			fmt.Sprintf("Too many failed sign-ins for this username or from your address. Try again in %s (at %s UTC).",
+				waitText(wait), s.now().Add(wait).UTC().Format("15:04:05")))
+		return
 	case errors.Is(err, admininterface.ErrUnauthorized), errors.Is(err, admininterface.ErrInvalid), errors.Is(err, admininterface.ErrForbidden):
 		s.signins.WithLabelValues("password", "refused").Inc()
-		s.log.Info("sign-in refused", "username", username)
+		// Not the username: it may be a password typed into the wrong field.
+		s.log.Info("sign-in refused")
 		s.render(w, r, http.StatusUnauthorized, "login", "Sign in", data, "", "Wrong username or password.")
 		return
 	case err != nil:
@@ -70,6 +86,18 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	s.signins.WithLabelValues("password", "ok").Inc()
 	s.log.Info("signed in", "username", l.User.Username, "roles", l.User.Roles)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// waitText says a wait in whole minutes, or seconds under a minute.
+func waitText(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d seconds", int(d.Seconds()))
+	}
+	m := int((d + time.Minute - 1) / time.Minute)
+	if m == 1 {
+		return "1 minute"
+	}
+	return fmt.Sprintf("%d minutes", m)
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {

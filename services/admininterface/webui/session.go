@@ -126,6 +126,12 @@ func (s *Server) loadSession(r *http.Request) (*session, bool) {
 // anonymousLifetime bounds a session that only carries a CSRF token.
 const anonymousLifetime = 2 * time.Hour
 
+// saveSession sets the session cookie. SameSite=Lax, not Strict: the
+// identity provider's redirect back (a top-level GET from another site)
+// must bring the OIDC sign-in's state, and following a link to the UI from
+// another site must not arrive without the cookie (the UI would then set a
+// new anonymous one, signing the person out). Unsafe requests are guarded
+// by the CSRF token and crossOrigin; every GET is safe.
 func (s *Server) saveSession(w http.ResponseWriter, sess *session) error {
 	v, err := s.sealer.seal(sess)
 	if err != nil {
@@ -133,7 +139,7 @@ func (s *Server) saveSession(w http.ResponseWriter, sess *session) error {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: s.cookieName(), Value: v, Path: "/", Expires: sess.Expires,
-		HttpOnly: true, Secure: s.opts.SecureCookies, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.opts.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
 	return nil
 }
@@ -141,7 +147,7 @@ func (s *Server) saveSession(w http.ResponseWriter, sess *session) error {
 func (s *Server) clearSession(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{
 		Name: s.cookieName(), Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, Secure: s.opts.SecureCookies, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.opts.SecureCookies, SameSite: http.SameSiteLaxMode,
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -48,6 +49,10 @@ type Options struct {
 	// OIDC offers sign-in through the company's identity provider (via
 	// identity, whose redirect URL must be this site's /login/oidc/callback).
 	OIDC bool
+	// TrustedProxies are the proxies in front of the UI (an ingress) whose
+	// X-Forwarded-For names the browser; the browser's address goes to
+	// identity with each sign-in.
+	TrustedProxies []netip.Prefix
 	// InternalKey authorizes the audit records the UI writes itself.
 	InternalKey string
 	// Targets are the services the status page checks, in display order.
@@ -269,7 +274,7 @@ func (s *Server) withSession(next http.Handler) http.Handler {
 		w.Header().Set("Cache-Control", "no-store")
 		sess, fresh := s.loadSession(r)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			if !sameOrigin(r) || fresh || !csrfOK(sess, r.PostFormValue("csrf")) {
+			if crossOrigin.Check(r) != nil || fresh || !csrfOK(sess, r.PostFormValue("csrf")) {
 				if fresh {
 					_ = s.saveSession(w, sess)
 				}
@@ -288,19 +293,15 @@ func (s *Server) withSession(next http.Handler) http.Handler {
 	})
 }
 
-// sameOrigin refuses a request whose Origin (sent by browsers on every
-// POST) names another site.
-func sameOrigin(r *http.Request) bool {
-	o := r.Header.Get("Origin")
-	if o == "" || o == "null" {
-		return o == ""
-	}
-	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
-}
+// crossOrigin refuses an unsafe request a browser marks as coming from
+// another site (Sec-Fetch-Site, else an Origin naming another host). The
+// CSRF token is checked as well, for browsers that send neither header.
+var crossOrigin = http.NewCrossOriginProtection()
 
 // require lets a request through only for a signed-in person holding one
-// of roles (or admin); others are sent to sign in, or refused with 403.
+// of roles (or admin) whose access token is still good; others are sent to
+// sign in, or refused with 403. It fails closed: when identity cannot renew
+// an expired access token, nothing runs on it.
 func (s *Server) require(roles ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -321,23 +322,68 @@ func (s *Server) require(roles ...string) func(http.Handler) http.Handler {
 					fmt.Sprintf("Your roles (%s) do not allow this page.", strings.Join(sess.User.Roles, ", ")))
 				return
 			}
+			if r.Method != http.MethodGet && r.Method != http.MethodHead && usesUIPrivileges(r.URL.Path) && !s.stillActive(w, r, sess) {
+				return
+			}
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// usesUIPrivileges: the dead-letter and retention actions run with the
+// UI's own access to the broker and the databases, not with the person's
+// token, so no other service checks the person for them.
+func usesUIPrivileges(path string) bool {
+	return strings.HasPrefix(path, "/dlq/") || strings.HasPrefix(path, "/retention/")
+}
+
+// stillActive asks identity, before an action the UI takes with its own
+// privileges, whether the person is still there and still an admin
+// (GET /v1/me): a person disabled or demoted a moment ago, or a stolen
+// cookie of one, is refused at once, and nothing runs while identity cannot
+// say. It returns false when it answered.
+func (s *Server) stillActive(w http.ResponseWriter, r *http.Request, sess *session) bool {
+	u, err := s.deps.Identity.Me(r.Context(), sess.Token)
+	switch {
+	case err == nil && u.Has(admininterface.RoleAdmin):
+		return true
+	case err == nil:
+		s.log.Info("ui-privileged action refused: no longer admin", "username", sess.User.Username)
+		s.fail(w, r, http.StatusForbidden, "forbidden", "Your roles no longer allow this; nothing was done.")
+	case errors.Is(err, admininterface.ErrUnauthorized):
+		s.log.Info("session ended: identity no longer accepts the person", "username", sess.User.Username)
+		s.clearSession(w)
+		s.fail(w, r, http.StatusUnauthorized, "unauthorized", "Your session has ended; sign in again. Nothing was done.")
+	default:
+		s.log.Warn("ui-privileged action refused: identity did not answer", "username", sess.User.Username, "err", err)
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, r, http.StatusServiceUnavailable, "identity_unavailable",
+			"The identity service did not answer, so your permission could not be checked; nothing was done. Try again shortly.")
+	}
+	return false
 }
 
 // refreshMargin is how long before its expiry an access token is renewed.
 const refreshMargin = 90 * time.Second
 
 // fresh renews the access token when it is about to expire, on page
-// requests only: identity uses up a refresh token at its first use and
-// treats a second use as theft (ending the sign-in), so the images and
-// downloads a page pulls in at once must not all try. They go out after the
-// page, with its renewed cookie. It returns false when it answered.
+// requests only: the images and downloads a page pulls in at once need not
+// all try (identity lets the same refresh token be presented again only for
+// a few seconds). They go out after the page, with its renewed cookie. When
+// identity refuses, the session ends; when it cannot be reached, the person
+// carries on only while the access token is still good (at most identity's
+// access-token lifetime, 5 minutes). It returns false when it answered.
 func (s *Server) fresh(w http.ResponseWriter, r *http.Request, sess *session) bool {
 	now := s.now()
-	if sess.TokenExp.Sub(now) > refreshMargin || sess.Refresh == "" || !isPage(r) {
+	if sess.TokenExp.Sub(now) > refreshMargin {
 		return true
+	}
+	if sess.Refresh == "" || !isPage(r) {
+		if now.Before(sess.TokenExp) {
+			return true
+		}
+		s.expired(w, r, "Your session has ended; please sign in again.")
+		return false
 	}
 	l, err := s.deps.Identity.Refresh(r.Context(), sess.Refresh)
 	switch {
@@ -353,13 +399,34 @@ func (s *Server) fresh(w http.ResponseWriter, r *http.Request, sess *session) bo
 	case errors.Is(err, admininterface.ErrUnauthorized), errors.Is(err, admininterface.ErrInvalid):
 		s.log.Info("session ended: refresh refused", "username", sess.User.Username)
 		s.clearSession(w)
-		http.Redirect(w, r, "/login?expired=1&next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		if r.Method == http.MethodGet {
+			http.Redirect(w, r, "/login?expired=1&next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		} else {
+			s.fail(w, r, http.StatusUnauthorized, "unauthorized", "Your session has ended; sign in again. Nothing was done.")
+		}
 		return false
 	default:
-		// Identity is down: carry on with the access token while it lasts.
 		s.log.Warn("session refresh failed", "username", sess.User.Username, "err", err)
-		return true
+		if now.Before(sess.TokenExp) {
+			return true // identity is down: carry on while the access token lasts
+		}
+		// Fail closed, but keep the session: once identity answers again
+		// the refresh token renews it.
+		w.Header().Set("Retry-After", "5")
+		s.fail(w, r, http.StatusServiceUnavailable, "identity_unavailable",
+			"The identity service did not answer, so your session could not be renewed. Try again shortly.")
+		return false
 	}
+}
+
+// expired answers a request whose access token has run out and cannot be
+// renewed here.
+func (s *Server) expired(w http.ResponseWriter, r *http.Request, msg string) {
+	if r.Method == http.MethodGet && isPage(r) {
+		http.Redirect(w, r, "/login?expired=1&next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	s.fail(w, r, http.StatusUnauthorized, "unauthorized", msg)
 }
 
 // isPage tells page requests from the sub-resources and downloads a page

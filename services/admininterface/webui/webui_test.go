@@ -84,6 +84,13 @@ func (f *fakeServices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		login("ann")
 	case r.URL.Path == "/v1/logout":
 		w.WriteHeader(204)
+	case r.URL.Path == "/v1/me":
+		user := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer at-")
+		if _, ok := f.users[user]; !ok {
+			httpserver.WriteError(w, 401, "unauthorized", "missing or invalid credentials", nil)
+			return
+		}
+		httpserver.WriteJSON(w, 200, admininterface.User{Username: user, Roles: f.users[user]})
 	case r.URL.Path == "/v1/tokens" && r.Method == http.MethodPost:
 		var body struct {
 			AppID string `json:"app_id"`
@@ -250,8 +257,8 @@ func TestServer_Headers(t *testing.T) {
 		t.Errorf("CSP = %q", csp)
 	}
 	cookies := resp.Header.Values("Set-Cookie")
-	if len(cookies) != 1 || !strings.Contains(cookies[0], "HttpOnly") || !strings.Contains(cookies[0], "SameSite=Strict") {
-		t.Errorf("Set-Cookie = %q, want HttpOnly, SameSite=Strict", cookies)
+	if len(cookies) != 1 || !strings.Contains(cookies[0], "HttpOnly") || !strings.Contains(cookies[0], "SameSite=Lax") {
+		t.Errorf("Set-Cookie = %q, want HttpOnly, SameSite=Lax", cookies)
 	}
 	h.srv.opts.SecureCookies = true
 	resp, _ = h.browser(t).do("GET", "/login", nil)

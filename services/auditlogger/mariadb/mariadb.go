@@ -1,10 +1,12 @@
 // Package mariadb stores and queries audit records in MariaDB's
 // audit_events table, and holds the worker's single-active lock.
 //
-// Inserts are multi-row INSERT IGNORE statements built as SQL text (one
+// Inserts are multi-row INSERT statements built as SQL text (one
 // round trip each, no prepared statement), each kept under the server's
-// max_allowed_packet, all of a batch in one transaction. The primary key
-// (time, id) makes a record delivered twice land once.
+// max_allowed_packet, all of a batch in one transaction with the trail's
+// tree update. The primary key (time, id) makes a record delivered twice
+// land once: a batch that hits it is stored again without the records
+// already there, so a duplicate never takes a sequence number.
 package mariadb
 
 import (
@@ -94,9 +96,9 @@ func (s *Store) Statements() int64 { return s.statements.Load() }
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 const (
-	insertHead = "INSERT IGNORE INTO audit_events (id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body) VALUES "
-	insertRow  = "(?,?,?,?,?,?,?,?,?,?,?,?,?)"
-	insertCols = 13
+	insertHead = "INSERT INTO audit_events (id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body,seq,leaf_hash) VALUES "
+	insertRow  = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+	insertCols = 15
 	// maxRowsPerStatement keeps a statement under MariaDB's 65,535
 	// placeholders.
 	maxRowsPerStatement = 65535 / insertCols
@@ -109,38 +111,17 @@ type statement struct {
 }
 
 // Insert implements auditlogger.Store. Records must have passed
-// auditlogger.Validate; a field that does not parse is stored as NULL.
+// auditlogger.Validate; a field that does not parse is stored as NULL. Each
+// new record gets the next sequence number and its leaf in the trail's tree
+// (see trail.go), in the same transaction.
 func (s *Store) Insert(ctx context.Context, records []wire.AuditRecord) (int, error) {
-	if len(records) == 0 {
-		return 0, nil
-	}
-	stmts := s.build(records)
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, fmt.Errorf("insert batch of %d: begin: %w: %w", len(records), auditlogger.ErrUnavailable, err)
-	}
-	inserted := int64(0)
-	for _, st := range stmts {
-		// sql: a constant head and "(?,...)" rows; every value is an argument.
-		res, err := tx.ExecContext(ctx, st.sql, st.args...)
-		s.statements.Add(1)
-		if err != nil {
-			_ = tx.Rollback()
-			return 0, fmt.Errorf("insert batch of %d: %w: %w", len(records), auditlogger.ErrUnavailable, err)
-		}
-		n, _ := res.RowsAffected()
-		inserted += n
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("insert batch of %d: commit: %w: %w", len(records), auditlogger.ErrUnavailable, err)
-	}
-	return int(inserted), nil
+	return s.insertChained(ctx, records)
 }
 
 // build groups records into multi-row INSERTs, each under s.maxStmt bytes
 // (estimated from the values' sizes, as the driver sends them) and under the
 // placeholder limit.
-func (s *Store) build(records []wire.AuditRecord) []statement {
+func (s *Store) build(records []wire.AuditRecord, seqs []uint64, leaves [][]byte) []statement {
 	var stmts []statement
 	var sqlText strings.Builder
 	var args []any
@@ -152,7 +133,7 @@ func (s *Store) build(records []wire.AuditRecord) []statement {
 		size, rows = 0, 0
 	}
 	for i := range records {
-		row := rowArgs(&records[i])
+		row := append(rowArgs(&records[i]), seqs[i], leaves[i])
 		rowSize := len(insertRow) + 1
 		for _, a := range row {
 			rowSize += argSize(a)
@@ -203,7 +184,10 @@ func argSize(a any) int {
 	}
 }
 
-const selectCols = "SELECT id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body FROM audit_events"
+const (
+	recordCols = "id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,body"
+	selectCols = "SELECT " + recordCols + " FROM audit_events"
+)
 
 // Query implements auditlogger.Store: keyset pagination on (time, id).
 func (s *Store) Query(ctx context.Context, f auditlogger.Filter) (auditlogger.Page, error) {
@@ -259,42 +243,56 @@ func (s *Store) Query(ctx context.Context, f auditlogger.Filter) (auditlogger.Pa
 			page.Next = &c
 			break
 		}
-		var (
-			r        wire.AuditRecord
-			id       []byte
-			ip, sum  []byte
-			body     []byte
-			outcome  int
-			evtCount int64
-		)
-		if err := rows.Scan(&id, &r.Time, &r.ActorToken, &r.ActorApp, &r.Action, &r.Resource, &outcome,
-			&ip, &r.UserAgent, &r.RequestID, &evtCount, &sum, &body); err != nil {
-			return auditlogger.Page{}, fmt.Errorf("scan audit event: %w", err)
+		var r wire.AuditRecord
+		id, err := scanRecord(rows, &r)
+		if err != nil {
+			return auditlogger.Page{}, err
 		}
-		if len(id) != 16 {
-			return auditlogger.Page{}, fmt.Errorf("scan audit event: id of %d bytes", len(id))
-		}
-		copy(last.ID[:], id)
-		last.Time = r.Time.UTC()
-		r.Time = last.Time
-		r.ID = auditlogger.FormatID(last.ID)
-		r.Outcome = outcome
-		r.EventCount = int(evtCount)
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			r.ClientIP = a.String()
-		}
-		if len(sum) > 0 {
-			r.BodySHA256 = hex.EncodeToString(sum)
-		}
-		if body != nil {
-			r.Body = body
-		}
+		last.ID, last.Time = id, r.Time
 		page.Records = append(page.Records, r)
 	}
 	if err := rows.Err(); err != nil {
 		return auditlogger.Page{}, fmt.Errorf("query audit events: %w: %w", auditlogger.ErrUnavailable, err)
 	}
 	return page, nil
+}
+
+// scanner is *sql.Rows or *sql.Row.
+type scanner interface{ Scan(dest ...any) error }
+
+// scanRecord scans selectCols (and then extra) into r and returns its id.
+func scanRecord(rows scanner, r *wire.AuditRecord, extra ...any) ([16]byte, error) {
+	var (
+		id       [16]byte
+		rawID    []byte
+		ip, sum  []byte
+		body     []byte
+		outcome  int
+		evtCount int64
+	)
+	dest := append([]any{&rawID, &r.Time, &r.ActorToken, &r.ActorApp, &r.Action, &r.Resource, &outcome,
+		&ip, &r.UserAgent, &r.RequestID, &evtCount, &sum, &body}, extra...)
+	if err := rows.Scan(dest...); err != nil {
+		return id, fmt.Errorf("scan audit event: %w", err)
+	}
+	if len(rawID) != 16 {
+		return id, fmt.Errorf("scan audit event: id of %d bytes", len(rawID))
+	}
+	copy(id[:], rawID)
+	r.Time = r.Time.UTC()
+	r.ID = auditlogger.FormatID(id)
+	r.Outcome = outcome
+	r.EventCount = int(evtCount)
+	if a, ok := netip.AddrFromSlice(ip); ok {
+		r.ClientIP = a.String()
+	}
+	if len(sum) > 0 {
+		r.BodySHA256 = hex.EncodeToString(sum)
+	}
+	if body != nil {
+		r.Body = body
+	}
+	return id, nil
 }
 
 // IsPermission reports whether err is MariaDB refusing a command for lack of

@@ -33,6 +33,14 @@ type Config struct {
 	// SessionKey seals session cookies: 64 hex digits, identical on every
 	// replica (a Secret in the chart).
 	SessionKey string `env:"ADMINUI_SESSION_KEY,required" secret:"true"`
+	// IdentityForwarderKey is identity's IDENTITY_FORWARDER_KEY: with it the
+	// UI names each browser's address to identity, which then throttles
+	// failed sign-ins per browser (without it, per UI: one attacker's
+	// wrong passwords would lock every operator out).
+	IdentityForwarderKey string `env:"ADMINUI_IDENTITY_FORWARDER_KEY" secret:"true"`
+	// TrustedProxies are CIDRs in front of the UI (the ingress) whose
+	// X-Forwarded-For names the browser.
+	TrustedProxies []string `env:"ADMINUI_TRUSTED_PROXIES" envSeparator:","`
 	// SecureCookies marks cookies Secure; turn it off only for a plain-HTTP
 	// development stack on loopback (the local stack does).
 	SecureCookies bool `env:"ADMINUI_SECURE_COOKIES" envDefault:"true"`
@@ -116,6 +124,9 @@ func (c *Config) Validate() error {
 	}
 	if len(c.SessionKey) != 64 || strings.Trim(strings.ToLower(c.SessionKey), "0123456789abcdef") != "" {
 		return errors.New("ADMINUI_SESSION_KEY must be 64 hex digits (32 random bytes: openssl rand -hex 32)")
+	}
+	if _, err := httpserver.ParsePrefixes(c.TrustedProxies); err != nil {
+		return fmt.Errorf("ADMINUI_TRUSTED_PROXIES: %w", err)
 	}
 	if _, err := parseTargets(c.StatusTargets); err != nil {
 		return err

@@ -1,0 +1,344 @@
+package mariadb_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"threatview/auditlogger"
+	"threatview/auditlogger/internal/audittest"
+	"threatview/auditlogger/mariadb"
+	"threatview/auditlogger/trail"
+	"threatview/platform/wire"
+)
+
+// mustSigner returns a fresh signing key and its keyring.
+func mustSigner(tb testing.TB) (*trail.Signer, trail.Keyring) {
+	tb.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	_, _ = crand.Read(seed)
+	s, ring, err := trail.ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, ring
+}
+
+// trailFixture is a chained trail of rows with checkpoints in a directory.
+type trailFixture struct {
+	db     *sql.DB
+	store  trail.Dir
+	keys   trail.Keyring
+	signer *trail.Signer
+	rows   []wire.AuditRecord // by seq
+}
+
+func newTrailFixture(t *testing.T, batches, perBatch int) *trailFixture {
+	t.Helper()
+	ctx := context.Background()
+	_, db := audittest.MustDB(t)
+	f := &trailFixture{db: db, store: trail.Dir{Root: t.TempDir()}}
+	f.signer, f.keys = mustSigner(t)
+	s := mariadb.New(db)
+	cp := &trail.Checkpointer{DB: mariadb.NewTrail(db), Store: f.store, Signer: f.signer}
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Second)
+	for b := 0; b < batches; b++ {
+		recs := audittest.Records(perBatch, t0.Add(time.Duration(b)*time.Minute))
+		if n, err := s.Insert(ctx, recs); err != nil || n != perBatch {
+			t.Fatalf("Insert = %d, %v", n, err)
+		}
+		f.rows = append(f.rows, recs...)
+		if b%2 == 1 || b == batches-1 {
+			if _, err := cp.Once(ctx, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return f
+}
+
+func (f *trailFixture) verify(tb testing.TB, q mariadb.Querier) *trail.Report {
+	tb.Helper()
+	src := mariadb.NewTrail(q)
+	if err := src.LoadArchived(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	rep, err := trail.Verify(context.Background(), src, trail.StoreReference{Store: f.store}, f.keys, trail.Options{})
+	if err != nil {
+		tb.Fatalf("Verify: %v", err)
+	}
+	return rep
+}
+
+func TestTrail_VerifyUntampered(t *testing.T) {
+	f := newTrailFixture(t, 4, 50)
+	rep := f.verify(t, f.db)
+	if !rep.OK || rep.Checked != 200 || len(rep.Problems) != 0 || rep.Checkpoint == nil || rep.Checkpoint.Size != 200 {
+		t.Fatalf("Verify = ok %v, checked %d, checkpoint %+v, problems %+v; want ok, 200, size 200", rep.OK, rep.Checked, rep.Checkpoint, rep.Problems)
+	}
+	// Redacting a body (a data-subject erasure) keeps the trail valid.
+	if _, err := f.db.Exec("UPDATE audit_events SET body = NULL WHERE seq = 3"); err != nil {
+		t.Fatal(err)
+	}
+	if rep := f.verify(t, f.db); !rep.OK {
+		t.Fatalf("after redacting a body: problems %+v", rep.Problems)
+	}
+}
+
+// tamper is one tampering: it changes the trail (in tx, or the store) and
+// returns the problems that must be reported, and an undo for the store.
+type tamper func(tx *sql.Tx, rng *rand.Rand) (want []trail.Problem, undo func(), err error)
+
+// TestTrail_Tamperings applies random tamperings, each inside a transaction
+// that is rolled back (the store's files are put back), and checks that
+// every one is reported, naming the row; every 500th round checks that the
+// untouched trail verifies.
+func TestTrail_Tamperings(t *testing.T) {
+	rounds := 10000
+	if s := os.Getenv("TRAIL_TAMPER_ROUNDS"); s != "" {
+		rounds, _ = strconv.Atoi(s)
+	}
+	f := newTrailFixture(t, 4, 25)
+	ctx := context.Background()
+	size := len(f.rows)
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	idOf := func(seq int) []byte { id, _ := auditlogger.ParseID(f.rows[seq].ID); return id[:] }
+	where := func(seq int) (string, []any) {
+		return " WHERE time = ? AND id = ?", []any{f.rows[seq].Time, idOf(seq)}
+	}
+	exec := func(tx *sql.Tx, q string, args ...any) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	}
+	prob := func(seq int, kind string) trail.Problem { return trail.Problem{ID: f.rows[seq].ID, Kind: kind} }
+	fields := []struct {
+		col string
+		val func(seq int) any
+		// id reports the row's id after the change.
+		newID string
+	}{
+		{col: "actor_token_id", val: func(int) any { return "tok_forged" }},
+		{col: "actor_app_id", val: func(int) any { return "com.example.other" }},
+		{col: "action", val: func(int) any { return "tokens.revoke" }},
+		{col: "resource", val: func(int) any { return "/v1/other" }},
+		{col: "outcome", val: func(int) any { return 500 }},
+		{col: "client_ip", val: func(int) any { return []byte{203, 0, 113, 9} }},
+		{col: "user_agent", val: func(int) any { return "curl/8" }},
+		{col: "request_id", val: func(int) any { return "r" }},
+		{col: "event_count", val: func(int) any { return 99 }},
+		{col: "body_sha256", val: func(int) any { return nil }},
+		{col: "time", val: func(seq int) any { return f.rows[seq].Time.Add(time.Second) }},
+	}
+	kinds := []struct {
+		name string
+		do   tamper
+	}{
+		{"modify", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			seq := rng.IntN(size)
+			fl := fields[rng.IntN(len(fields))]
+			w, args := where(seq)
+			q := "UPDATE audit_events SET " + fl.col + " = ?"
+			if rng.IntN(2) == 0 { // an attacker who knows the leaf formula
+				r := f.rows[seq]
+				q += ", leaf_hash = ?"
+				args = append([]any{fl.val(seq), forgedLeaf(r, fl.col, fl.val(seq))}, args...)
+			} else {
+				args = append([]any{fl.val(seq)}, args...)
+			}
+			return []trail.Problem{prob(seq, trail.KindModified)}, nil, exec(tx, q+w, args...)
+		}},
+		{"modify id", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			seq := rng.IntN(size)
+			newID := audittest.NewID()
+			nid, _ := auditlogger.ParseID(newID)
+			w, args := where(seq)
+			return []trail.Problem{{ID: newID, Kind: trail.KindModified}}, nil,
+				exec(tx, "UPDATE audit_events SET id = ?"+w, append([]any{nid[:]}, args...)...)
+		}},
+		{"delete", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			seq := rng.IntN(size)
+			if rng.IntN(4) == 0 {
+				seq = size - 1 // the newest
+			}
+			kind := trail.KindMissing
+			if seq == size-1 {
+				kind = trail.KindTruncated
+			}
+			w, args := where(seq)
+			return []trail.Problem{prob(seq, kind)}, nil, exec(tx, "DELETE FROM audit_events"+w, args...)
+		}},
+		{"insert", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			r := audittest.Record(rng.IntN(1000), f.rows[rng.IntN(size)].Time.Add(time.Microsecond))
+			id, _ := auditlogger.ParseID(r.ID)
+			var seq any
+			switch rng.IntN(3) {
+			case 0:
+				seq = rng.IntN(size) // a second row at a taken position
+			case 1:
+				seq = size + rng.IntN(5) // past the tree
+			}
+			leaf := trail.LeafHash(&r)
+			return []trail.Problem{{ID: r.ID, Kind: trail.KindInserted}}, nil, exec(tx,
+				"INSERT INTO audit_events (id,time,action,outcome,seq,leaf_hash) VALUES (?,?,?,?,?,?)",
+				id[:], r.Time, r.Action, r.Outcome, seq, leaf)
+		}},
+		{"swap", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			a := rng.IntN(size)
+			b := (a + 1 + rng.IntN(size-1)) % size
+			wa, aa := where(a)
+			wb, ab := where(b)
+			if err := exec(tx, "UPDATE audit_events SET seq = ?"+wa, append([]any{b}, aa...)...); err != nil {
+				return nil, nil, err
+			}
+			return []trail.Problem{prob(a, trail.KindReordered), prob(b, trail.KindReordered)}, nil,
+				exec(tx, "UPDATE audit_events SET seq = ?"+wb, append([]any{a}, ab...)...)
+		}},
+		{"truncate", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			k := size - 1 - rng.IntN(10)
+			var want []trail.Problem
+			for s := k; s < size; s++ {
+				want = append(want, prob(s, trail.KindTruncated))
+			}
+			if err := exec(tx, "DELETE FROM audit_events WHERE seq >= ?", k); err != nil {
+				return nil, nil, err
+			}
+			if rng.IntN(2) == 0 { // and roll the tree back to hide it
+				return want, nil, exec(tx, "UPDATE audit_tree SET size = ?", k)
+			}
+			return want, nil, nil
+		}},
+		{"replace checkpoint", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			var n int64
+			if err := tx.QueryRowContext(ctx, "SELECT n FROM audit_checkpoints ORDER BY RAND() LIMIT 1").Scan(&n); err != nil {
+				return nil, nil, err
+			}
+			root := make([]byte, 32)
+			_, _ = crand.Read(root)
+			return []trail.Problem{{ID: fmt.Sprintf("checkpoint %d", n), Kind: trail.KindBadSignature}}, nil,
+				exec(tx, "UPDATE audit_checkpoints SET root = ? WHERE n = ?", root, n)
+		}},
+		{"replace stored checkpoint", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			keys, err := f.store.List(ctx, "checkpoints/")
+			if err != nil {
+				return nil, nil, err
+			}
+			key := keys[rng.IntN(len(keys))]
+			old, _ := f.store.Get(ctx, key)
+			cps, _ := trail.StoreReference{Store: f.store}.Checkpoints(ctx)
+			c := cps[0]
+			for _, x := range cps {
+				if string(trail.MarshalCheckpoint(&x)) == string(old) {
+					c = x
+				}
+			}
+			c.Size++
+			path := filepath.Join(f.store.Root, filepath.FromSlash(key))
+			if err := os.WriteFile(path, trail.MarshalCheckpoint(&c), 0o600); err != nil {
+				return nil, nil, err
+			}
+			return []trail.Problem{{ID: fmt.Sprintf("checkpoint %d@%s", c.Size, c.Time.UTC().Format(time.RFC3339Nano)), Kind: trail.KindBadSignature}},
+				func() { os.WriteFile(path, old, 0o600) }, nil
+		}},
+		{"foreign key", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			// Modify a row, then sign a new checkpoint over the changed
+			// tree with a key of one's own.
+			seq := rng.IntN(size)
+			w, args := where(seq)
+			if err := exec(tx, "UPDATE audit_events SET outcome = 403"+w, args...); err != nil {
+				return nil, nil, err
+			}
+			foreign, _ := mustSigner(t)
+			cp := foreign.Sign(uint64(size), make([]byte, 32), time.Now())
+			n, err := mariadb.NewTrail(tx).AddCheckpoint(ctx, &cp)
+			if err != nil {
+				return nil, nil, err
+			}
+			return []trail.Problem{{ID: fmt.Sprintf("checkpoint %d", n), Kind: trail.KindBadSignature},
+				prob(seq, trail.KindModified)}, nil, nil
+		}},
+	}
+	counts := map[string]int{}
+	for round := 0; round < rounds; round++ {
+		k := kinds[rng.IntN(len(kinds))]
+		counts[k.name]++
+		tx, err := f.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, undo, err := k.do(tx, rng)
+		if err != nil {
+			tx.Rollback()
+			t.Fatalf("round %d (%s): tamper: %v", round, k.name, err)
+		}
+		rep := f.verify(t, tx)
+		if undo != nil {
+			undo()
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if rep.OK {
+			t.Fatalf("round %d (%s): verified OK after tampering; want %+v", round, k.name, want)
+		}
+		for _, w := range want {
+			if !hasProblem(rep.Problems, w) {
+				t.Fatalf("round %d (%s): no %s problem naming %s; got %+v", round, k.name, w.Kind, w.ID, rep.Problems)
+			}
+		}
+		if round%500 == 0 {
+			if rep := f.verify(t, f.db); !rep.OK {
+				t.Fatalf("round %d: untampered trail: %+v", round, rep.Problems)
+			}
+		}
+	}
+	t.Logf("tamperings by kind: %v", counts)
+}
+
+func hasProblem(ps []trail.Problem, w trail.Problem) bool {
+	for _, p := range ps {
+		if p.ID == w.ID && p.Kind == w.Kind {
+			return true
+		}
+	}
+	return false
+}
+
+// forgedLeaf is the leaf an attacker would compute for r with col set to v.
+func forgedLeaf(r wire.AuditRecord, col string, v any) []byte {
+	switch col {
+	case "actor_token_id":
+		r.ActorToken = v.(string)
+	case "actor_app_id":
+		r.ActorApp = v.(string)
+	case "action":
+		r.Action = v.(string)
+	case "resource":
+		r.Resource = v.(string)
+	case "outcome":
+		r.Outcome = v.(int)
+	case "client_ip":
+		r.ClientIP = "203.0.113.9"
+	case "user_agent":
+		r.UserAgent = v.(string)
+	case "request_id":
+		r.RequestID = v.(string)
+	case "event_count":
+		r.EventCount = v.(int)
+	case "body_sha256":
+		r.BodySHA256 = ""
+	case "time":
+		r.Time = v.(time.Time)
+	}
+	return trail.LeafHash(&r)
+}

@@ -1,0 +1,238 @@
+package trail
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"iter"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ObjectStore keeps the trail's checkpoints and leaf bundles outside the
+// database. In production it is an S3 bucket with Object Lock (compliance
+// mode) so that not even its owner can rewrite what was written.
+type ObjectStore interface {
+	// Put writes an object whole (atomically).
+	Put(ctx context.Context, key string, data []byte) error
+	// Get reads an object; a missing one wraps fs.ErrNotExist.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// List returns the keys under prefix in ascending order.
+	List(ctx context.Context, prefix string) ([]string, error)
+}
+
+// Dir is an ObjectStore in a local directory (one file per key, written to
+// a temporary name, synced and renamed).
+type Dir struct{ Root string }
+
+// Put implements ObjectStore.
+func (d Dir) Put(_ context.Context, key string, data []byte) error {
+	p := filepath.Join(d.Root, filepath.FromSlash(key))
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), p)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// Get implements ObjectStore.
+func (d Dir) Get(_ context.Context, key string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(d.Root, filepath.FromSlash(key)))
+}
+
+// List implements ObjectStore.
+func (d Dir) List(_ context.Context, prefix string) ([]string, error) {
+	dir := filepath.Join(d.Root, filepath.FromSlash(prefix[:strings.LastIndex(prefix, "/")+1]))
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	base := prefix[:strings.LastIndex(prefix, "/")+1]
+	for _, e := range ents {
+		k := base + e.Name()
+		if !e.IsDir() && strings.HasPrefix(k, prefix) && !strings.HasPrefix(e.Name(), ".tmp-") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// StoreReference reads the checkpoints and leaf bundles of an ObjectStore
+// (a trail.Reference).
+type StoreReference struct{ Store ObjectStore }
+
+// Checkpoints implements Reference.
+func (s StoreReference) Checkpoints(ctx context.Context) ([]Checkpoint, error) {
+	keys, err := s.Store.List(ctx, "checkpoints/")
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	out := make([]Checkpoint, 0, len(keys))
+	for _, k := range keys {
+		b, err := s.Store.Get(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", k, err)
+		}
+		var c Checkpoint
+		if err := json.Unmarshal(b, &c); err != nil {
+			// An unreadable checkpoint is reported like a bad signature.
+			c = Checkpoint{KeyID: "unreadable " + k}
+		}
+		c.N = 0
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Entries implements Reference: the bundles in order, an entry covered by
+// an earlier bundle skipped.
+func (s StoreReference) Entries(ctx context.Context) iter.Seq2[Entry, error] {
+	return func(yield func(Entry, error) bool) {
+		keys, err := s.Store.List(ctx, "leaves/")
+		if err != nil {
+			yield(Entry{}, fmt.Errorf("list leaf bundles: %w", err))
+			return
+		}
+		next := uint64(0)
+		for _, k := range keys {
+			first, ok := parseBundleKey(k)
+			if !ok {
+				continue
+			}
+			b, err := s.Store.Get(ctx, k)
+			if err != nil {
+				yield(Entry{}, fmt.Errorf("read %s: %w", k, err))
+				return
+			}
+			es, err := DecodeEntries(b)
+			if err != nil || (len(es) > 0 && es[0].Seq != first) {
+				yield(Entry{}, fmt.Errorf("leaf bundle %s: unreadable", k))
+				return
+			}
+			for _, e := range es {
+				if e.Seq < next {
+					continue
+				}
+				if !yield(e, nil) {
+					return
+				}
+				next = e.Seq + 1
+			}
+		}
+	}
+}
+
+// CheckpointDB is the audit database as the checkpointer needs it.
+type CheckpointDB interface {
+	State(ctx context.Context) (State, error)
+	LatestCheckpoint(ctx context.Context) (*Checkpoint, error)
+	AddCheckpoint(ctx context.Context, c *Checkpoint) (int64, error)
+	LeavesBetween(ctx context.Context, from, to uint64) ([]Entry, error)
+}
+
+// maxBundle is the most entries one leaf bundle holds (5.6 MB).
+const maxBundle = 100000
+
+// Checkpointer signs the tree the database holds and writes the checkpoint
+// and the new leaves to the object store, then to the database.
+type Checkpointer struct {
+	DB     CheckpointDB
+	Store  ObjectStore // nil: the database alone (not recommended)
+	Signer *Signer
+	Log    *slog.Logger
+	// OnCheckpoint, when set, sees each new checkpoint (metrics).
+	OnCheckpoint func(c *Checkpoint)
+}
+
+// Once makes one checkpoint of the current tree.
+func (c *Checkpointer) Once(ctx context.Context, now time.Time) (*Checkpoint, error) {
+	st, err := c.DB.State(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last, err := c.DB.LatestCheckpoint(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var from uint64
+	if last != nil {
+		from = last.Size
+	}
+	if c.Store != nil {
+		for start := from; start < st.Size; start += maxBundle {
+			end := min(start+maxBundle, st.Size)
+			es, err := c.DB.LeavesBetween(ctx, start, end)
+			if err != nil {
+				return nil, err
+			}
+			if err := c.Store.Put(ctx, bundleKey(start), EncodeEntries(es)); err != nil {
+				return nil, fmt.Errorf("write leaf bundle: %w", err)
+			}
+		}
+	}
+	cp := c.Signer.Sign(st.Size, st.Root, now)
+	if c.Store != nil {
+		if err := c.Store.Put(ctx, checkpointKey(&cp), MarshalCheckpoint(&cp)); err != nil {
+			return nil, fmt.Errorf("write checkpoint: %w", err)
+		}
+	}
+	n, err := c.DB.AddCheckpoint(ctx, &cp)
+	if err != nil {
+		return nil, err
+	}
+	cp.N = n
+	if c.OnCheckpoint != nil {
+		c.OnCheckpoint(&cp)
+	}
+	return &cp, nil
+}
+
+// Run makes a checkpoint every interval until ctx ends, then one last one
+// (with a fresh short context) at shutdown.
+func (c *Checkpointer) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, err := c.Once(sctx, time.Now()); err != nil {
+				c.Log.Warn("final checkpoint failed", "err", err)
+			}
+			return
+		case <-t.C:
+			if _, err := c.Once(ctx, time.Now()); err != nil && ctx.Err() == nil {
+				c.Log.Warn("checkpoint failed", "err", err)
+			}
+		}
+	}
+}
