@@ -244,17 +244,18 @@ func selector(id string) string {
 	return "JMSMessageID = '" + strings.ReplaceAll(id, "'", "''") + "'"
 }
 
-// take consumes messages of queue (one by id, or any when id is blank), up
-// to max, handing each to f before acknowledging it; f failing leaves the
-// message in the queue. It returns how many were handled.
-func (b *Broker) take(ctx context.Context, queue, id string, max int, f func(*stomp.Message) error) (int, error) {
+// take consumes messages of queue that match sel (a JMS selector; blank:
+// any), up to max (0: until the queue has none left), handing each to f
+// before acknowledging it; f failing leaves the message in the queue. It
+// returns how many were handled.
+func (b *Broker) take(ctx context.Context, queue, sel string, max int, f func(*stomp.Message) error) (int, error) {
 	conn, raw, err := b.dial(ctx)
 	if err != nil {
 		return 0, err
 	}
 	opts := []func(*frame.Frame) error{stomp.SubscribeOpt.Header("activemq.prefetchSize", "1")}
-	if id != "" {
-		opts = append(opts, stomp.SubscribeOpt.Header("selector", selector(id)))
+	if sel != "" {
+		opts = append(opts, stomp.SubscribeOpt.Header("selector", sel))
 	}
 	sub, err := conn.Subscribe(queue, stomp.AckClientIndividual, opts...)
 	if err != nil {
@@ -264,7 +265,7 @@ func (b *Broker) take(ctx context.Context, queue, id string, max int, f func(*st
 	n := 0
 	var ferr error
 loop:
-	for n < max {
+	for max <= 0 || n < max {
 		select {
 		case m, ok := <-sub.C:
 			if !ok || m == nil || m.Err != nil {
@@ -302,23 +303,48 @@ loop:
 // consumers store events and audit records idempotently. It returns how many
 // were replayed; a missing id is ErrNotFound.
 func (b *Broker) Replay(ctx context.Context, dlq, target, id string, max int) (int, error) {
-	n, err := b.take(ctx, dlq, id, max, func(m *stomp.Message) error {
-		headers := map[string]string{"threatview-replayed-from": dlq}
-		if err := b.pub.Send(ctx, target, m.Body, headers); err != nil {
-			return fmt.Errorf("%w: replay to %s: %v", admininterface.ErrUnavailable, target, err)
-		}
-		return nil
-	})
+	sel := ""
+	if id != "" {
+		sel = selector(id)
+	}
+	n, err := b.take(ctx, dlq, sel, max, b.resend(ctx, dlq, target, nil))
 	if err == nil && id != "" && n == 0 {
 		return 0, fmt.Errorf("%w: message %s in %s", admininterface.ErrNotFound, id, dlq)
 	}
 	return n, err
 }
 
+// ReplayAll replays every message that entered dlq before the time before,
+// however many (the browse limit does not bound it): it consumes until the
+// queue holds no such message. Messages that fail again and come back to
+// the DLQ while it runs are newer than before and stay there, so it ends
+// even on messages that can never be stored. progress, when not nil, is
+// called with the count so far after each message. It returns how many
+// were replayed.
+func (b *Broker) ReplayAll(ctx context.Context, dlq, target string, before time.Time, progress func(int)) (int, error) {
+	return b.take(ctx, dlq, fmt.Sprintf("JMSTimestamp < %d", before.UnixMilli()), 0, b.resend(ctx, dlq, target, progress))
+}
+
+// resend returns the take callback that sends a dead-lettered message to
+// target, counting them for progress.
+func (b *Broker) resend(ctx context.Context, dlq, target string, progress func(int)) func(*stomp.Message) error {
+	n := 0
+	return func(m *stomp.Message) error {
+		headers := map[string]string{"threatview-replayed-from": dlq}
+		if err := b.pub.Send(ctx, target, m.Body, headers); err != nil {
+			return fmt.Errorf("%w: replay to %s: %v", admininterface.ErrUnavailable, target, err)
+		}
+		if n++; progress != nil {
+			progress(n)
+		}
+		return nil
+	}
+}
+
 // Delete removes the message with id from queue; ErrNotFound when it is
 // not there.
 func (b *Broker) Delete(ctx context.Context, queue, id string) error {
-	n, err := b.take(ctx, queue, id, 1, func(*stomp.Message) error { return nil })
+	n, err := b.take(ctx, queue, selector(id), 1, func(*stomp.Message) error { return nil })
 	if err == nil && n == 0 {
 		return fmt.Errorf("%w: message %s in %s", admininterface.ErrNotFound, id, queue)
 	}

@@ -176,3 +176,45 @@ func TestBroker_BrowseLimit(t *testing.T) {
 		t.Fatalf("Purge = %d, %v; want every message", n, err)
 	}
 }
+
+// TestBroker_ReplayAllPastBrowseLimit: "replay all" moved at most what one
+// browse shows (400); every message that was dead-lettered before the
+// replay started must go, and one that arrives during it must stay (a
+// message that fails again comes back, and must not be replayed for ever).
+func TestBroker_ReplayAllPastBrowseLimit(t *testing.T) {
+	b, pub := mustBroker(t)
+	ctx := context.Background()
+	main := testenv.Queue("admin.replayall")
+	dlq := wire.DeadLetter(main)
+	const n = broker.BrowseLimit + 50
+	for i := 0; i < n; i++ {
+		if err := pub.Send(ctx, dlq, []byte(`{}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_, _ = b.Purge(context.Background(), main, 0)
+		_, _ = b.Purge(context.Background(), dlq, 0)
+	})
+	time.Sleep(20 * time.Millisecond)
+	before := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	if err := pub.Send(ctx, dlq, []byte(`{"late":true}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen []int
+	got, err := b.ReplayAll(ctx, dlq, main, before, func(k int) { seen = append(seen, k) })
+	if err != nil || got != n {
+		t.Fatalf("ReplayAll = %d, %v; want %d, nil", got, err, n)
+	}
+	if len(seen) != n || seen[n-1] != n {
+		t.Errorf("progress called %d times, want %d", len(seen), n)
+	}
+	left, _, _ := b.Browse(ctx, dlq, 10, true)
+	if len(left) != 1 || string(left[0].Body) != `{"late":true}` {
+		t.Fatalf("DLQ after replay all holds %d messages, want only the one that came later", len(left))
+	}
+	if moved, err := b.Purge(ctx, main, 0); err != nil || moved != n {
+		t.Fatalf("the target queue holds %d (%v), want %d", moved, err, n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -217,25 +218,16 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dlq", http.StatusSeeOther)
 		return
 	}
-	// Replaying a long queue takes a receipt per message: more than the
-	// server's write timeout for pages allows.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Minute))
-	max := 1
+	intent, ok := s.auditIntent(w, r, ActionDLQReplay, q, id)
+	if !ok {
+		return
+	}
 	if id == "" {
-		// Replay what is there now, not what comes back while replaying.
-		msgs, _, err := s.deps.Broker.Browse(r.Context(), q.Dest, s.opts.DepthCap, false)
-		if err != nil {
-			s.upstreamFail(w, r, "Reading the dead-letter queue", err)
-			return
-		}
-		max = len(msgs)
+		s.replayAll(w, r, q, intent)
+		return
 	}
-	n := 0
-	var err error
-	if max > 0 {
-		n, err = s.deps.Broker.Replay(r.Context(), q.Dest, q.target, id, max)
-	}
-	s.auditDLQ(r, ActionDLQReplay, q, id, n, err)
+	n, err := s.deps.Broker.Replay(r.Context(), q.Dest, q.target, id, 1)
+	s.auditDLQ(r, ActionDLQReplay, q, id, intent, n, err)
 	if err != nil {
 		if errors.Is(err, admininterface.ErrNotFound) {
 			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")
@@ -245,6 +237,111 @@ func (s *Server) replay(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/dlq?replayed="+strconv.Itoa(n), http.StatusSeeOther)
+}
+
+// replayRun is one "replay all" as its page shows it: Progress yields a
+// line now and then while the replay runs, and is closed when it ended;
+// Result is then the summary.
+type replayRun struct {
+	Queue    dlqQueue
+	Progress <-chan string
+	n        int
+	err      error
+}
+
+// Result says how the replay ended (read after Progress is closed).
+func (run *replayRun) Result() string {
+	if run.err != nil {
+		return fmt.Sprintf("Stopped after %d message(s): %s Try again shortly to replay the rest.", run.n, replayError(run.err))
+	}
+	return fmt.Sprintf("Done: %d message(s) replayed.", run.n)
+}
+
+// Failed reports whether the replay stopped on an error.
+func (run *replayRun) Failed() bool { return run.err != nil }
+
+func replayError(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return "the page was closed."
+	}
+	return "the broker did not answer."
+}
+
+// progressEvery is how often the replay-all page reports progress.
+const progressEvery = time.Second
+
+// replayAll replays every message that was in the DLQ when the person
+// asked, however many (a browse sees 400 at most, so the queue is consumed
+// until none of them is left), and streams a page that shows the progress
+// while it runs. Messages that fail again and come back meanwhile are left
+// for a later replay.
+func (s *Server) replayAll(w http.ResponseWriter, r *http.Request, q dlqQueue, intent string) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	rc := http.NewResponseController(w)
+	lines := make(chan string)
+	run := &replayRun{Queue: q, Progress: lines}
+	var mu sync.Mutex
+	count := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(lines)
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		res := make(chan struct{})
+		go func() {
+			defer close(res)
+			run.n, run.err = s.deps.Broker.ReplayAll(ctx, q.Dest, q.target, s.now(), func(n int) {
+				mu.Lock()
+				count = n
+				mu.Unlock()
+			})
+		}()
+		for {
+			select {
+			case <-res:
+				return
+			case <-tick.C:
+				mu.Lock()
+				n := count
+				mu.Unlock()
+				select {
+				case lines <- fmt.Sprintf("%d message(s) replayed so far…", n):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}()
+	// Each write pushes the page out at once and gives the stream more
+	// time than the server's page write timeout.
+	fw := flushWriter{ResponseWriter: w, rc: rc}
+	_ = rc.SetWriteDeadline(time.Now().Add(time.Minute))
+	s.render(fw, r, http.StatusOK, "dlq_replay", "Replaying dead-lettered messages", run, "", "")
+	cancel()
+	for range lines {
+	}
+	<-done
+	s.auditDLQ(r, ActionDLQReplay, q, "", intent, run.n, run.err)
+	if run.err != nil {
+		s.log.Warn("replay all stopped", "queue", q.Name, "replayed", run.n, "err", run.err)
+	}
+}
+
+// flushWriter sends every write to the client at once (a page that shows
+// progress) and moves the write deadline on.
+type flushWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.ResponseWriter.Write(p)
+	if err == nil {
+		_ = f.rc.SetWriteDeadline(time.Now().Add(time.Minute))
+		err = f.rc.Flush()
+	}
+	return n, err
 }
 
 func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
@@ -260,12 +357,16 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/dlq", http.StatusSeeOther)
 		return
 	}
+	intent, ok := s.auditIntent(w, r, ActionDLQDelete, q, id)
+	if !ok {
+		return
+	}
 	err := s.deps.Broker.Delete(r.Context(), q.Dest, id)
 	n := 1
 	if err != nil {
 		n = 0
 	}
-	s.auditDLQ(r, ActionDLQDelete, q, id, n, err)
+	s.auditDLQ(r, ActionDLQDelete, q, id, intent, n, err)
 	if err != nil {
 		if errors.Is(err, admininterface.ErrNotFound) {
 			s.fail(w, r, http.StatusNotFound, "not_found", "That message is no longer in the queue (replayed or deleted?).")
@@ -277,11 +378,56 @@ func (s *Server) deleteMessage(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/dlq?deleted=1", http.StatusSeeOther)
 }
 
-// auditDLQ records a dead-letter action with the person as the actor. The
-// outcome is the HTTP status the action amounts to; event_count is how many
-// messages it moved or removed. A failure to audit is logged loudly: the
-// action has happened and cannot be taken back.
-func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string, n int, actErr error) {
+// auditWait bounds how long a dead-letter action waits for its audit
+// record before it is refused.
+const auditWait = 5 * time.Second
+
+// auditIntent records that the person is about to replay or delete
+// (outcome 202, body "phase": "requested"), before anything is done:
+// a dead-letter action that cannot be audited is not taken. The record
+// must be durable within auditWait, else the person gets a 503 and the
+// queue is left as it was. It returns the record's id, which the record of
+// the result names.
+func (s *Server) auditIntent(w http.ResponseWriter, r *http.Request, action string, q dlqQueue, id string) (string, bool) {
+	rec := s.dlqRecord(r, action, q, id, http.StatusAccepted, 0, map[string]any{"phase": "requested"})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.auditWait)
+	defer cancel()
+	err := s.recordAudit(ctx, rec)
+	if err == nil {
+		return rec.ID, true
+	}
+	s.auditFails.Inc()
+	s.dlqActions.WithLabelValues(action, strconv.Itoa(http.StatusServiceUnavailable)).Inc()
+	s.log.Error("dead-letter action refused: it could not be audited", "action", action, "queue", q.Name,
+		"message_id", id, "by", sessionOf(r).User.Username, "err", err)
+	w.Header().Set("Retry-After", "30")
+	s.fail(w, r, http.StatusServiceUnavailable, "audit_unavailable",
+		"Nothing was done: the audit trail cannot record this action right now. Try again shortly.")
+	return "", false
+}
+
+// recordAudit sends rec until it is durable or ctx ends. The record's id
+// makes a retry after a lost answer harmless.
+func (s *Server) recordAudit(ctx context.Context, rec wire.AuditRecord) error {
+	for attempt := 1; ; attempt++ {
+		err := s.deps.Audit.Record(ctx, s.opts.InternalKey, rec)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// auditDLQ records the result of a dead-letter action with the person as
+// the actor, naming the record of its request (intent). The outcome is the
+// HTTP status the action amounts to; event_count is how many messages it
+// moved or removed. The request was audited before the action; a failure
+// to record the result is counted and logged.
+func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id, intent string, n int, actErr error) {
 	outcome := http.StatusOK
 	switch {
 	case errors.Is(actErr, admininterface.ErrNotFound):
@@ -290,7 +436,23 @@ func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string,
 		outcome = http.StatusServiceUnavailable
 	}
 	s.dlqActions.WithLabelValues(action, strconv.Itoa(outcome)).Inc()
-	body, _ := json.Marshal(map[string]any{"queue": q.Name, "target": q.Target, "message_id": id, "messages": n})
+	rec := s.dlqRecord(r, action, q, id, outcome, n, map[string]any{"phase": "done", "request_record": intent})
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 3*s.auditWait)
+	defer cancel()
+	if err := s.recordAudit(ctx, rec); err != nil {
+		s.auditFails.Inc()
+		s.log.Error("audit of a dead-letter action's result failed", "action", action, "queue", q.Name, "message_id", id,
+			"by", sessionOf(r).User.Username, "messages", n, "err", err)
+	}
+}
+
+// dlqRecord is the audit record of a dead-letter action.
+func (s *Server) dlqRecord(r *http.Request, action string, q dlqQueue, id string, outcome, n int, extra map[string]any) wire.AuditRecord {
+	fields := map[string]any{"queue": q.Name, "target": q.Target, "message_id": id, "messages": n}
+	for k, v := range extra {
+		fields[k] = v
+	}
+	body, _ := json.Marshal(fields)
 	resource := "queue:" + q.Name
 	if id != "" {
 		resource += "/" + id
@@ -302,24 +464,11 @@ func (s *Server) auditDLQ(r *http.Request, action string, q dlqQueue, id string,
 	if len(ua) > 255 {
 		ua = ua[:255]
 	}
-	rec := wire.AuditRecord{
+	return wire.AuditRecord{
 		ID: uuid.Must(uuid.NewV7()).String(), Time: s.now().UTC(), ActorToken: admininterface.Actor(sessionOf(r).User.Username),
 		Action: action, Resource: resource, Outcome: outcome, ClientIP: clientIP(r), UserAgent: ua,
 		EventCount: n, Body: body,
 	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-		err = s.deps.Audit.Record(ctx, s.opts.InternalKey, rec)
-		cancel()
-		if err == nil {
-			return
-		}
-		time.Sleep(time.Duration(attempt+1) * 200 * time.Millisecond)
-	}
-	s.auditFails.Inc()
-	s.log.Error("audit of a dead-letter action failed", "action", action, "queue", q.Name, "message_id", id,
-		"by", sessionOf(r).User.Username, "err", err)
 }
 
 func clientIP(r *http.Request) string {

@@ -4,20 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"threatview/admininterface/broker"
 	"threatview/admininterface/upstream"
-	"threatview/platform/mq"
-	"threatview/platform/testenv"
 	"threatview/platform/wire"
 )
 
@@ -214,20 +208,8 @@ var dlqRowRe = regexp.MustCompile(`/dlq/(events|audit)/message\?id=`)
 // TestServer_DLQPaging lists a dead-letter queue of 30 messages (real
 // broker) 25 at a time, each queue with its own page parameter.
 func TestServer_DLQPaging(t *testing.T) {
-	if os.Getenv("STOMP_ADDR") == "" && !testenv.Required() {
-		t.Skip("STOMP_ADDR not set")
-	}
 	h := newHarness(t)
-	cfg := testenv.MustBroker(t)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	pub := mq.NewPublisher(cfg, log)
-	t.Cleanup(func() { pub.Close() })
-	h.srv.deps.Broker = broker.New(cfg, pub, log)
-	events, audit := testenv.Queue("admin.events"), testenv.Queue("admin.audit")
-	h.srv.dlqQueues = []dlqQueue{
-		{Key: "events", Name: "DLQ.events", Dest: wire.DeadLetter(events), Target: "events", target: events},
-		{Key: "audit", Name: "DLQ.audit", Dest: wire.DeadLetter(audit), Target: "audit", target: audit},
-	}
+	pub, events, audit := withBroker(t, h)
 	for i := 0; i < 30; i++ {
 		if err := pub.Send(context.Background(), wire.DeadLetter(events), []byte(fmt.Sprintf(`{"n":%d}`, i)),
 			map[string]string{wire.HeaderDeadLetterReason: fmt.Sprintf("reason-%02d", i)}); err != nil {

@@ -101,6 +101,10 @@ type Server struct {
 	// point them at queues of their own).
 	dlqQueues []dlqQueue
 
+	// auditWait bounds the wait for the audit record a dead-letter action
+	// needs before it is taken.
+	auditWait time.Duration
+
 	signins    *prometheus.CounterVec
 	dlqActions *prometheus.CounterVec
 	auditFails prometheus.Counter
@@ -122,7 +126,7 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now, dlqQueues: dlqQueues,
+	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now, dlqQueues: dlqQueues, auditWait: auditWait,
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admininterface_signins_total",
 			Help: "Sign-ins by method (password, oidc) and result (ok, refused, error).",
