@@ -139,10 +139,11 @@ type Store interface {
 	CreateRefresh(ctx context.Context, t RefreshToken) error
 	// RotateRefresh marks the token with hash old used and stores next in
 	// its family, atomically, and returns the old token as stored. An
-	// unknown, expired, revoked or already used token gives
-	// ErrBadCredentials; a used one also revokes its whole family (reuse
-	// means theft).
-	RotateRefresh(ctx context.Context, old [sha256.Size]byte, next RefreshToken, at time.Time) (RefreshToken, error)
+	// unknown, expired or revoked token gives ErrBadCredentials. A token
+	// used more than grace ago gives ErrBadCredentials and revokes its
+	// whole family (reuse means theft); one used within grace (two page
+	// loads that raced with the same token) gets next as a sibling.
+	RotateRefresh(ctx context.Context, old [sha256.Size]byte, next RefreshToken, at time.Time, grace time.Duration) (RefreshToken, error)
 	// RevokeRefreshFamily revokes the family of the token with hash and
 	// returns its username; ErrBadCredentials when unknown.
 	RevokeRefreshFamily(ctx context.Context, hash [sha256.Size]byte, at time.Time) (string, error)

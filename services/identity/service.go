@@ -45,6 +45,10 @@ type Options struct {
 	AccessTTL time.Duration
 	// RefreshTTL is the refresh token lifetime.
 	RefreshTTL time.Duration
+	// RefreshGrace is how long after its use a refresh token may be
+	// presented again (two page loads at once) and get a sibling instead
+	// of ending the sign-in as stolen. 0 means none.
+	RefreshGrace time.Duration
 	// MaxFailuresUser and MaxFailuresIP are the failed sign-ins allowed per
 	// username and per client address within FailureWindow; beyond them
 	// sign-ins are refused with ErrThrottled until the window closes.
@@ -271,7 +275,7 @@ func (s *Service) Refresh(ctx context.Context, plain string) (Session, error) {
 		return Session{}, err
 	}
 	next := RefreshToken{Hash: nextHash, CreatedAt: now, ExpiresAt: now.Add(s.opts.RefreshTTL)}
-	old, err := s.store.RotateRefresh(ctx, sha256.Sum256([]byte(plain)), next, now)
+	old, err := s.store.RotateRefresh(ctx, sha256.Sum256([]byte(plain)), next, now, s.opts.RefreshGrace)
 	if err != nil {
 		return Session{}, err
 	}

@@ -264,7 +264,7 @@ func (s *Store) CreateRefresh(ctx context.Context, t identity.RefreshToken) erro
 }
 
 // RotateRefresh uses up the token old and stores next in its family.
-func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next identity.RefreshToken, at time.Time) (identity.RefreshToken, error) {
+func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next identity.RefreshToken, at time.Time, grace time.Duration) (identity.RefreshToken, error) {
 	var t identity.RefreshToken
 	reused := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -282,15 +282,17 @@ func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next i
 		switch {
 		case revoked.Valid || !t.ExpiresAt.After(at):
 			return identity.ErrBadCredentials
-		case used.Valid:
+		case used.Valid && (grace <= 0 || at.Sub(used.Time) > grace):
 			reused = true
 			if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET revoked_at = ? WHERE family_id = ? AND revoked_at IS NULL", at, t.FamilyID); err != nil {
 				return fmt.Errorf("revoke reused family: %w", err)
 			}
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", at, old[:]); err != nil {
-			return fmt.Errorf("use refresh token: %w", err)
+		if !used.Valid {
+			if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", at, old[:]); err != nil {
+				return fmt.Errorf("use refresh token: %w", err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, "INSERT INTO refresh_tokens (token_hash, family_id, username, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
 			next.Hash[:], t.FamilyID, t.Username, next.CreatedAt, next.ExpiresAt); err != nil {

@@ -31,6 +31,10 @@ type Config struct {
 	// working everywhere within 5 minutes.
 	AccessTTL  time.Duration `env:"IDENTITY_ACCESS_TOKEN_TTL" envDefault:"4m50s"`
 	RefreshTTL time.Duration `env:"IDENTITY_REFRESH_TOKEN_TTL" envDefault:"12h"`
+	// RefreshGrace is how long a used refresh token may be presented again
+	// (two page loads at once) and still be renewed; later reuse ends the
+	// sign-in as stolen. At most 60s; 0 turns it off.
+	RefreshGrace time.Duration `env:"IDENTITY_REFRESH_REUSE_GRACE" envDefault:"10s"`
 
 	MaxFailuresUser int           `env:"IDENTITY_LOGIN_MAX_FAILURES_PER_USER" envDefault:"5"`
 	MaxFailuresIP   int           `env:"IDENTITY_LOGIN_MAX_FAILURES_PER_IP" envDefault:"20"`
@@ -83,6 +87,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds, with 10 s of clock leeway, how long a disabled person's token works), got %s", identity.MaxAccessTTL, c.AccessTTL)
 	case c.RefreshTTL < c.AccessTTL:
 		return fmt.Errorf("IDENTITY_REFRESH_TOKEN_TTL must be at least IDENTITY_ACCESS_TOKEN_TTL, got %s", c.RefreshTTL)
+	case c.RefreshGrace < 0 || c.RefreshGrace > time.Minute:
+		return fmt.Errorf("IDENTITY_REFRESH_REUSE_GRACE must be between 0 and 1m, got %s", c.RefreshGrace)
 	case c.MaxFailuresUser < 1:
 		return errors.New("IDENTITY_LOGIN_MAX_FAILURES_PER_USER must be at least 1")
 	case c.MaxFailuresIP < 1:
