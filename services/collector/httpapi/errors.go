@@ -38,6 +38,9 @@ type retryError struct {
 func (e *retryError) Error() string { return e.err.Error() }
 func (e *retryError) Unwrap() error { return e.err }
 
+// RetryAfter is the wait the client is told.
+func (e *retryError) RetryAfter() time.Duration { return e.after }
+
 // fieldDetails is the details object of a validation error.
 type fieldDetails struct {
 	Index *int   `json:"index,omitempty"`
@@ -67,9 +70,9 @@ func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) stri
 			w.Header().Set("WWW-Authenticate", `Bearer realm="threatview"`)
 		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 			after := a.retryAfter
-			var re *retryError
-			if errors.As(err, &re) && re.after > after {
-				after = re.after
+			var re interface{ RetryAfter() time.Duration } // *retryError, a token lookup cap's error
+			if errors.As(err, &re) && re.RetryAfter() > after {
+				after = re.RetryAfter()
 			}
 			w.Header().Set("Retry-After", strconv.Itoa(int((after+time.Second-1)/time.Second)))
 			if e.status == http.StatusServiceUnavailable {

@@ -80,7 +80,8 @@ func TestCheck_UnknownFlood(t *testing.T) {
 			for time.Now().Before(stop) {
 				_, err := c.Check(ctx, randomToken(t))
 				floodChecks.Add(1)
-				if !errors.Is(err, tokenauth.ErrUnauthorized) {
+				// Looked up: unknown. Over a cap: not looked up, retry.
+				if !errors.Is(err, tokenauth.ErrUnauthorized) && !errors.Is(err, tokenauth.ErrLookupLimited) {
 					floodNon401.Add(1)
 				}
 			}
@@ -104,7 +105,7 @@ func TestCheck_UnknownFlood(t *testing.T) {
 	t.Logf("flood: %d checks, %d introspections; good token: %d checks, p50 %s, p99 %s, max %s",
 		floodChecks.Load(), lookups, len(lat), lat[len(lat)/2], p99, lat[len(lat)-1])
 	if n := floodNon401.Load(); n != 0 {
-		t.Errorf("%d flood checks were not ErrUnauthorized", n)
+		t.Errorf("%d flood checks were neither ErrUnauthorized nor ErrLookupLimited", n)
 	}
 	// Default global cap: 50 lookups/s with a burst of 100, plus the good
 	// token's refreshes (one per PositiveTTL).
@@ -129,8 +130,13 @@ func TestCheck_PerClientCap(t *testing.T) {
 	other := tokenauth.WithClient(context.Background(), netip.MustParseAddr("192.0.2.7"))
 	base := s.lookups.Load()
 	for i := 0; i < 50; i++ {
-		if _, err := c.Check(attacker, randomToken(t)); !errors.Is(err, tokenauth.ErrUnauthorized) {
-			t.Fatalf("Check(random) #%d = %v, want ErrUnauthorized", i, err)
+		_, err := c.Check(attacker, randomToken(t))
+		want := tokenauth.ErrUnauthorized // looked up: unknown
+		if i >= 5 {
+			want = tokenauth.ErrLookupLimited // over the burst: not looked up
+		}
+		if !errors.Is(err, want) {
+			t.Fatalf("Check(random) #%d = %v, want %v", i, err, want)
 		}
 	}
 	if n := s.lookups.Load() - base; n > 6 {

@@ -30,14 +30,33 @@
 //     collector answers 503, not 401). After a failed lookup, lookups fail
 //     fast for one second so requests do not each wait Timeout for a
 //     hanging service.
-//   - Lookups of tokens the cache does not know as active are capped: at
-//     most UnknownRate a second (burst UnknownBurst) in all, ClientRate a
-//     second (burst ClientBurst) per client address (per /64 for IPv6, the
-//     address given with WithClient), and UnknownInFlight at once. A check
-//     over a cap gets ErrLookupLimited (an ErrUnauthorized) at once, so a
+//   - Lookups of tokens the cache does not know as active are capped
+//     (golang.org/x/time/rate): at most UnknownRate a second (burst
+//     UnknownBurst) in all, ClientRate a second (burst ClientBurst) per
+//     client address (per /64 for IPv6, the address given with WithClient),
+//     and UnknownInFlight at once. A check over a cap gets a *LimitedError
+//     (ErrLookupLimited) at once, saying when to retry: the collector
+//     answers 429 (rate) or 503 (in flight) with Retry-After, never 401,
+//     since nothing is known about a token that was not looked up. So a
 //     flood of random well-formed tokens costs a bounded number of lookups
 //     and never waits on the tokens service; active tokens in the cache,
 //     including their refreshes, are never capped.
+//   - The negative cache: an unknown or revoked token is remembered as
+//     such for NegativeTTL, so a token that keeps being replayed (an old
+//     app build, a script) costs one lookup per NegativeTTL. A token that
+//     was never issued cannot become valid later: tokens are 32 random
+//     bytes, shown only after their creation is committed, so no check can
+//     have seen a token before it existed and a new token is never hidden
+//     by a negative entry. Negative entries share the MaxEntries bound
+//     and are evicted first; the lookup caps keep them to about
+//     UnknownRate x NegativeTTL + UnknownBurst at a time (350 with the
+//     defaults). Entries() counts them (collector_token_cache_entries).
+//   - A cold cache is filled in bulk: Warm fetches the active tokens most
+//     recently used or created (GET /v1/introspect/active, at most
+//     WarmLimit) in one request, so a restarted or new collector knows the
+//     tokens of the apps that are about to arrive without one lookup each.
+//     While the warm-up runs (at most Timeout), checks of tokens not in the
+//     cache wait for it instead of each starting a lookup.
 //   - A string that does not have the shape of a token is refused with
 //     ErrUnauthorized without a lookup.
 package tokenauth
@@ -67,8 +86,9 @@ var (
 	// token is not cached.
 	ErrUnavailable = errors.New("tokens service unavailable")
 	// ErrLookupLimited means a token unknown to the cache was not looked up
-	// because a lookup cap was reached. It wraps ErrUnauthorized.
-	ErrLookupLimited = fmt.Errorf("%w: too many lookups of unknown tokens", ErrUnauthorized)
+	// because a lookup cap was reached: the token may well be valid, so this
+	// is "busy, retry", never "unauthorized". The error is a *LimitedError.
+	ErrLookupLimited = errors.New("too many lookups of unknown tokens")
 )
 
 // Identity is who an active token speaks for.
@@ -92,6 +112,8 @@ type Config struct {
 	ClientRate      float64 // the same per client address; default 5
 	ClientBurst     int     // default 20
 	UnknownInFlight int     // such lookups at once; default 16
+
+	WarmLimit int // active tokens Warm loads at most; default MaxEntries/2
 }
 
 // Stats are the client's counters since it was made.
@@ -104,6 +126,7 @@ type Stats struct {
 	Limited      uint64 // checks of unknown tokens refused by a lookup cap
 	Revocations  uint64 // revocations received from the feed
 	FeedBreaks   uint64 // times the revocation feed was found disconnected
+	Warmed       uint64 // active tokens loaded by Warm
 }
 
 // Client checks tokens. It is safe for concurrent use.
@@ -126,6 +149,9 @@ type Client struct {
 	limited  atomic.Uint64
 	revs     atomic.Uint64
 	feedBrks atomic.Uint64
+
+	warmed  atomic.Uint64
+	warming atomic.Pointer[chan struct{}] // closed when a warm-up in progress ends; nil when none
 }
 
 type entry struct {
@@ -178,6 +204,10 @@ func New(cfg Config, hc *http.Client) (*Client, error) {
 	if cfg.UnknownInFlight <= 0 {
 		cfg.UnknownInFlight = 16
 	}
+	if cfg.WarmLimit <= 0 || cfg.WarmLimit > cfg.MaxEntries/2 {
+		// Half the cache: room stays for the tokens looked up afterwards.
+		cfg.WarmLimit = cfg.MaxEntries / 2
+	}
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}
 	}
@@ -203,13 +233,15 @@ func (c *Client) Stats() Stats {
 		Limited:      c.limited.Load(),
 		Revocations:  c.revs.Load(),
 		FeedBreaks:   c.feedBrks.Load(),
+		Warmed:       c.warmed.Load(),
 	}
 }
 
 // Check returns the identity of an active token. Errors: ErrUnauthorized
-// (malformed, unknown or revoked), ErrLookupLimited (an ErrUnauthorized: a
-// token not known as active, over a lookup cap), ErrUnavailable (the tokens
-// service could not answer and the token is not cached), or ctx's error.
+// (malformed, unknown or revoked), a *LimitedError (ErrLookupLimited: a
+// token not known as active, over a lookup cap; retry later), ErrUnavailable
+// (the tokens service could not answer and the token is not cached), or
+// ctx's error.
 // The client address for the per-client cap comes from ctx (WithClient).
 func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
 	if !wellFormed(token) {
@@ -228,6 +260,18 @@ func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
 		c.hits.Add(1)
 		return e.result()
 	}
+	if !ok {
+		if w := c.warming.Load(); w != nil && c.waitWarm(ctx, *w) {
+			// The warm-up may have brought it.
+			c.mu.RLock()
+			e, ok = c.entries[key]
+			c.mu.RUnlock()
+			if ok && now.Before(e.expires) {
+				c.hits.Add(1)
+				return e.result()
+			}
+		}
+	}
 	c.misses.Add(1)
 	return c.miss(ctx, key, token, !ok || !e.active)
 }
@@ -239,9 +283,9 @@ func (c *Client) Check(ctx context.Context, token string) (Identity, error) {
 func (c *Client) miss(ctx context.Context, key [sha256.Size]byte, token string, unknown bool) (Identity, error) {
 	ch := c.group.DoChan(string(key[:]), func() (any, error) {
 		if unknown {
-			if !c.limits.admit(ctx, time.Now()) {
+			if err := c.limits.admit(ctx, time.Now()); err != nil {
 				c.limited.Add(1)
-				return entry{}, ErrLookupLimited
+				return entry{}, err
 			}
 			defer c.limits.done()
 		}

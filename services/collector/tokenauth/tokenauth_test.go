@@ -47,7 +47,8 @@ type tokensService struct {
 	cmd     *exec.Cmd
 	topic   string // where it announces revocations
 	lookups atomic.Int64
-	gate    chan struct{} // when not nil, introspections wait for it to close
+	warms   atomic.Int64  // warm-up requests (GET /v1/introspect/active)
+	gate    chan struct{} // when not nil, introspections and warm-ups wait for it to close
 	gateMu  sync.Mutex
 }
 
@@ -110,8 +111,12 @@ func startTokens(t *testing.T) *tokensService {
 	target, _ := url.Parse(s.direct)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/v1/introspect" {
-			s.lookups.Add(1)
+		if r.URL.Path == "/v1/introspect" || r.URL.Path == "/v1/introspect/active" {
+			if r.URL.Path == "/v1/introspect" {
+				s.lookups.Add(1)
+			} else {
+				s.warms.Add(1)
+			}
 			s.gateMu.Lock()
 			g := s.gate
 			s.gateMu.Unlock()

@@ -33,9 +33,13 @@ type Config struct {
 	TokensRevocationsTopic string        `env:"TOKENS_REVOCATIONS_TOPIC" envDefault:"/topic/threatview.revocations"`
 	TokensMaxStale         time.Duration `env:"TOKENS_MAX_STALE" envDefault:"5m"`
 	// Lookups of tokens not in the cache, per second: in all, and per client
-	// address (/64 for IPv6). Over the cap such a token gets 401 at once.
+	// address (/64 for IPv6). Over the cap such a token gets 429 with
+	// Retry-After at once (it was not looked up, so it is not refused).
 	TokensUnknownRate float64 `env:"TOKENS_UNKNOWN_LOOKUP_RATE" envDefault:"50"`
 	TokensClientRate  float64 `env:"TOKENS_CLIENT_LOOKUP_RATE" envDefault:"5"`
+	// TokensWarmLimit is how many active tokens (most recently used first)
+	// the collector loads in one request when it starts.
+	TokensWarmLimit int `env:"TOKENS_WARM_LIMIT" envDefault:"50000"`
 
 	// AuditURL is the audit logger; blank turns auditing off.
 	AuditURL     string        `env:"AUDITLOGGER_SERVICE_URL"`
@@ -123,6 +127,8 @@ func (c *Config) Validate() error {
 		return errors.New("COLLECTOR_AUDIT_TIMEOUT must be positive")
 	case c.AuditURL != "" && c.AuditQueue == "":
 		return errors.New("COLLECTOR_AUDIT_QUEUE must not be empty when AUDITLOGGER_SERVICE_URL is set")
+	case c.TokensWarmLimit < 1 || c.TokensWarmLimit > 100_000:
+		return errors.New("TOKENS_WARM_LIMIT must be from 1 to 100000")
 	case c.RetryAfter < time.Second:
 		return errors.New("COLLECTOR_RETRY_AFTER must be at least 1s")
 	}

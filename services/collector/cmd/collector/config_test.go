@@ -30,7 +30,7 @@ func TestConfig_MaxBodyBytesInFlight(t *testing.T) {
 func TestConfig_Validate(t *testing.T) {
 	base := func() Config {
 		return Config{InternalKey: "k", TokensURL: "http://x", EventsQueue: wire.EventsQueue, MaxInFlight: 1,
-			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second}
+			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second, TokensWarmLimit: 1000}
 	}
 	if err := (func() *Config { c := base(); return &c })().Validate(); err != nil {
 		t.Fatalf("Validate(base) = %v", err)
@@ -41,6 +41,7 @@ func TestConfig_Validate(t *testing.T) {
 		"COLLECTOR_EVENTS_QUEUE":       func(c *Config) { c.EventsQueue = "events" },
 		"COLLECTOR_RATE_BURST":         func(c *Config) { c.RateLimit = 5; c.RateBurst = 0 },
 		"COLLECTOR_COALESCE_FULL_RATE": func(c *Config) { c.CoalesceFullRate = -1 },
+		"TOKENS_WARM_LIMIT":            func(c *Config) { c.TokensWarmLimit = 100_001 },
 	}
 	for name, mutate := range bad {
 		c := base()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,29 @@ import (
 	"threatview/collector/tokenauth"
 	"threatview/platform/mq"
 )
+
+// warmTokens fills the token cache in bulk at start (tokenauth.Warm),
+// trying again for a few seconds while the tokens service cannot answer;
+// without it the cache fills token by token.
+func warmTokens(ctx context.Context, tokens *tokenauth.Client, log *slog.Logger) {
+	for attempt := 1; ; attempt++ {
+		t0 := time.Now()
+		n, err := tokens.Warm(ctx)
+		if err == nil {
+			log.Info("token cache warmed", "tokens", n, "took_ms", time.Since(t0).Milliseconds())
+			return
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			log.Warn("token cache not warmed: tokens are looked up one by one", "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
 
 // followRevocations subscribes to the revocations topic and applies every
 // announcement to the token cache until ctx ends. The subscription
@@ -43,9 +67,20 @@ func registerFeedStats(reg prometheus.Registerer, c *tokenauth.Client) {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(c.Stats())) })
 	}
 	reg.MustRegister(
-		counter("collector_token_lookups_limited_total", "Checks of unknown tokens answered 401 at once by a lookup cap.", func(s tokenauth.Stats) uint64 { return s.Limited }),
+		counter("collector_token_lookups_limited_total", "Checks of tokens not cached answered 429/503 with Retry-After at once by a lookup cap (not looked up).", func(s tokenauth.Stats) uint64 { return s.Limited }),
+		counter("collector_token_cache_warmed_total", "Active tokens loaded into the cache in bulk at start.", func(s tokenauth.Stats) uint64 { return s.Warmed }),
 		counter("collector_token_revocations_total", "Revocations received on the revocations topic.", func(s tokenauth.Stats) uint64 { return s.Revocations }),
 		counter("collector_token_revocation_feed_breaks_total", "Times the revocations subscription was found disconnected.", func(s tokenauth.Stats) uint64 { return s.FeedBreaks }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "collector_token_cache_entries",
+			Help:        "Token cache entries by kind (active tokens; negative: unknown or revoked tokens); together at most 100000.",
+			ConstLabels: prometheus.Labels{"kind": "active"},
+		}, func() float64 { a, _ := c.Entries(); return float64(a) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "collector_token_cache_entries",
+			Help:        "Token cache entries by kind (active tokens; negative: unknown or revoked tokens); together at most 100000.",
+			ConstLabels: prometheus.Labels{"kind": "negative"},
+		}, func() float64 { _, n := c.Entries(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "collector_token_revocation_feed_up",
 			Help: "1 while the revocations subscription is connected (stale tokens may then be served during a tokens outage).",

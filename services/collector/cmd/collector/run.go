@@ -65,10 +65,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		MaxStale:    cfg.TokensMaxStale,
 		UnknownRate: cfg.TokensUnknownRate,
 		ClientRate:  cfg.TokensClientRate,
+		WarmLimit:   cfg.TokensWarmLimit,
 	}, &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}})
 	if err != nil {
 		return fmt.Errorf("tokens client: %w", err)
 	}
+
+	go warmTokens(ctx, tokens, log)
 
 	reg := httpserver.NewRegistry()
 	metrics := httpapi.NewMetrics(reg)
@@ -159,6 +162,14 @@ func (t tokenAuth) Check(ctx context.Context, token string) (collector.Identity,
 		return collector.Identity{TokenID: id.TokenID, AppID: id.AppID}, nil
 	case errors.Is(err, tokenauth.ErrUnauthorized):
 		return collector.Identity{}, fmt.Errorf("%w: %w", collector.ErrUnauthorized, err)
+	case errors.Is(err, tokenauth.ErrLookupLimited):
+		// The token was not looked up: "busy, retry" (429, or 503 while the
+		// tokens service is slow), with the wait the cap gives, never 401.
+		var le *tokenauth.LimitedError
+		if errors.As(err, &le) && le.InFlight {
+			return collector.Identity{}, fmt.Errorf("check token: %w: %w", collector.ErrOverloaded, err)
+		}
+		return collector.Identity{}, fmt.Errorf("check token: %w: %w", collector.ErrRateLimited, err)
 	default:
 		return collector.Identity{}, fmt.Errorf("check token: %w: %w", collector.ErrUnavailable, err)
 	}
