@@ -1,15 +1,19 @@
 package upstream
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"threatview/admininterface"
 )
@@ -70,86 +74,60 @@ func (c *Client) Metrics(ctx context.Context) ([]Sample, error) {
 	return ParseMetrics(io.LimitReader(resp.Body, 16<<20))
 }
 
-// ParseMetrics reads the Prometheus text exposition format (comments are
-// skipped; a line that does not parse is an error).
+// ParseMetrics reads the Prometheus text exposition format with
+// prometheus/common's parser and flattens it into samples as the text
+// shows them: a summary or histogram family gives its _sum and _count
+// samples and one sample per quantile or bucket (le). Malformed input is
+// an error.
 func ParseMetrics(r io.Reader) ([]Sample, error) {
-	var out []Sample
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		s, err := parseLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line %d: %w", n, err)
-		}
-		out = append(out, s)
-	}
-	return out, sc.Err()
-}
-
-func parseLine(line string) (Sample, error) {
-	var s Sample
-	rest := line
-	if i := strings.IndexAny(line, "{ "); i < 0 {
-		return s, fmt.Errorf("no value in %.80q", line)
-	} else {
-		s.Name, rest = line[:i], line[i:]
-	}
-	if strings.HasPrefix(rest, "{") {
-		s.Labels = map[string]string{}
-		rest = rest[1:]
-		for {
-			rest = strings.TrimLeft(rest, " ,")
-			if strings.HasPrefix(rest, "}") {
-				rest = rest[1:]
-				break
-			}
-			eq := strings.IndexByte(rest, '=')
-			if eq < 0 || len(rest) < eq+2 || rest[eq+1] != '"' {
-				return s, fmt.Errorf("bad labels in %.80q", line)
-			}
-			name := rest[:eq]
-			rest = rest[eq+2:]
-			var val strings.Builder
-			closed := false
-			for i := 0; i < len(rest); i++ {
-				c := rest[i]
-				if c == '\\' && i+1 < len(rest) {
-					i++
-					switch rest[i] {
-					case 'n':
-						val.WriteByte('\n')
-					default:
-						val.WriteByte(rest[i])
-					}
-					continue
-				}
-				if c == '"' {
-					rest = rest[i+1:]
-					closed = true
-					break
-				}
-				val.WriteByte(c)
-			}
-			if !closed {
-				return s, fmt.Errorf("unterminated label value in %.80q", line)
-			}
-			s.Labels[name] = val.String()
-		}
-	}
-	fields := strings.Fields(rest)
-	if len(fields) == 0 {
-		return s, fmt.Errorf("no value in %.80q", line)
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		return s, fmt.Errorf("bad value in %.80q", line)
+		return nil, fmt.Errorf("parse metrics: %w", err)
 	}
-	s.Value = v
-	return s, nil
+	names := make([]string, 0, len(families))
+	for name := range families {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out []Sample
+	for _, name := range names {
+		for _, m := range families[name].GetMetric() {
+			labels := make(map[string]string, len(m.GetLabel())+1)
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			add := func(suffix string, v float64, extra ...string) {
+				ls := labels
+				if len(extra) == 2 {
+					ls = maps.Clone(labels)
+					ls[extra[0]] = extra[1]
+				}
+				out = append(out, Sample{Name: name + suffix, Labels: ls, Value: v})
+			}
+			switch {
+			case m.Counter != nil:
+				add("", m.GetCounter().GetValue())
+			case m.Gauge != nil:
+				add("", m.GetGauge().GetValue())
+			case m.Untyped != nil:
+				add("", m.GetUntyped().GetValue())
+			case m.Summary != nil:
+				for _, q := range m.GetSummary().GetQuantile() {
+					add("", q.GetValue(), model.QuantileLabel, strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64))
+				}
+				add("_sum", m.GetSummary().GetSampleSum())
+				add("_count", float64(m.GetSummary().GetSampleCount()))
+			case m.Histogram != nil:
+				for _, b := range m.GetHistogram().GetBucket() {
+					add("_bucket", float64(b.GetCumulativeCount()), model.BucketLabel, strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add("_sum", m.GetHistogram().GetSampleSum())
+				add("_count", float64(m.GetHistogram().GetSampleCount()))
+			}
+		}
+	}
+	return out, nil
 }
 
 // Sum adds the values of every sample named name whose labels include all

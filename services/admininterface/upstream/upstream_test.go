@@ -34,7 +34,34 @@ go_gc_duration_seconds{quantile="0.5"} 1.5e-05
 	if v := Version(s); v != "1.2.3" {
 		t.Errorf("Version = %q", v)
 	}
-	for _, bad := range []string{"novalue", `m{a="1} 2`, "m{a=1} 2", "m abc"} {
+	hist := `# TYPE h_seconds histogram
+h_seconds_bucket{route="/v1/events",le="0.1"} 3
+h_seconds_bucket{route="/v1/events",le="+Inf"} 5
+h_seconds_sum{route="/v1/events"} 0.75
+h_seconds_count{route="/v1/events"} 5
+# TYPE s summary
+s{quantile="0.99"} 7
+s_sum 9
+s_count 2
+`
+	hs, err := ParseMetrics(strings.NewReader(hist))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		match map[string]string
+		want  float64
+	}{
+		{"h_seconds_bucket", map[string]string{"le": "+Inf"}, 5}, {"h_seconds_bucket", map[string]string{"le": "0.1"}, 3},
+		{"h_seconds_count", map[string]string{"route": "/v1/events"}, 5}, {"h_seconds_sum", nil, 0.75},
+		{"s", map[string]string{"quantile": "0.99"}, 7}, {"s_count", nil, 2},
+	} {
+		if n, ok := Sum(hs, c.name, c.match); !ok || n != c.want {
+			t.Errorf("Sum(%s, %v) = %v, %v; want %v", c.name, c.match, n, ok, c.want)
+		}
+	}
+	for _, bad := range []string{"novalue", `m{a="1} 2`, "m{a=1} 2", "m abc", "# TYPE m counter\n# TYPE m gauge\nm 1\n"} {
 		if _, err := ParseMetrics(strings.NewReader(bad)); err == nil {
 			t.Errorf("ParseMetrics(%q) = nil error", bad)
 		}
