@@ -39,6 +39,8 @@ type Options struct {
 	StoreBody       bool
 	MaxRequestBytes int64
 	MaxRecords      int
+	// Trail serves the tamper-evidence endpoints (nil: not served).
+	Trail *Trail
 }
 
 // API holds the handlers' dependencies.
@@ -67,7 +69,12 @@ func (a *API) Handler(reg *prometheus.Registry, checks map[string]httpserver.Che
 	httpserver.MountOps(r, reg, checks)
 	httpserver.MountSpec(r, api.AuditLogger)
 	r.With(httpserver.RequireKey(a.opts.InternalKey)).Post("/v1/audit", a.post)
-	r.With(authz.New(a.opts.People, a.opts.AdminKey, a.log).Require(authz.RoleAuditor, authz.RoleAdmin)).Get("/v1/audit", a.get)
+	guard := authz.New(a.opts.People, a.opts.AdminKey, a.log).Require(authz.RoleAuditor, authz.RoleAdmin)
+	r.With(guard).Get("/v1/audit", a.get)
+	if a.opts.Trail != nil && a.opts.Trail.Guard == nil {
+		a.opts.Trail.Guard = guard
+	}
+	a.mountTrail(r)
 	r.NotFound(httpserver.NotFound)
 	r.MethodNotAllowed(httpserver.MethodNotAllowed)
 	return r

@@ -38,6 +38,14 @@ type Config struct {
 	// StoreBody keeps request bodies in the trail; off by default (storage).
 	StoreBody bool   `env:"AUDITLOGGER_STORE_BODY" envDefault:"false"`
 	LogLevel  string `env:"LOG_LEVEL" envDefault:"info"`
+	// PublicKeys are the Ed25519 public keys (base64, comma-separated) that
+	// sign the trail's checkpoints, published at GET /v1/audit/keys; blank
+	// serves no tamper-evidence endpoints.
+	PublicKeys string `env:"AUDIT_PUBLIC_KEYS"`
+	// TrailDir is the directory the worker writes checkpoints and leaf
+	// bundles to (outside the database); blank verifies against the
+	// database's checkpoints alone.
+	TrailDir string `env:"AUDIT_TRAIL_DIR"`
 }
 
 // Validate checks the relations between fields; the error names the variable.

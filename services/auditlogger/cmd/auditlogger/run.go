@@ -8,6 +8,7 @@ import (
 	"threatview/auditlogger/broker"
 	"threatview/auditlogger/httpapi"
 	"threatview/auditlogger/mariadb"
+	"threatview/auditlogger/trail"
 	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
@@ -51,7 +52,19 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if cfg.IdentityJWKSURL != "" {
 		people = authz.NewVerifier(authz.NewJWKS(cfg.IdentityJWKSURL, 0, nil))
 	}
+	var tr *httpapi.Trail
+	if cfg.PublicKeys != "" {
+		keys, err := trail.ParsePublicKeys(cfg.PublicKeys)
+		if err != nil {
+			return err
+		}
+		tr = &httpapi.Trail{DB: mariadb.NewTrail(db), Keys: keys, Metrics: httpapi.NewTrailMetrics(reg)}
+		if cfg.TrailDir != "" {
+			tr.Ref = trail.StoreReference{Store: trail.Dir{Root: cfg.TrailDir}}
+		}
+	}
 	api := httpapi.New(pub, store, httpapi.Options{
+		Trail:           tr,
 		InternalKey:     cfg.InternalKey,
 		AdminKey:        cfg.AdminKey,
 		People:          people,

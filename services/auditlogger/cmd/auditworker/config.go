@@ -27,6 +27,16 @@ type Config struct {
 	// LockTimeout is how long one GET_LOCK call waits before trying again.
 	LockTimeout time.Duration `env:"AUDITWORKER_LOCK_TIMEOUT" envDefault:"5s"`
 	LogLevel    string        `env:"LOG_LEVEL" envDefault:"info"`
+	// SigningKeys are the Ed25519 seeds (base64, comma-separated; the first
+	// signs, the others are retired keys) for the trail's checkpoints. From
+	// a Secret, never the audit database. Blank: rows are chained but no
+	// checkpoint is signed.
+	SigningKeys string `env:"AUDIT_SIGNING_KEYS" secret:"true"`
+	// TrailDir receives every checkpoint and leaf bundle outside the
+	// database (a volume; in production an S3 bucket with Object Lock).
+	TrailDir string `env:"AUDIT_TRAIL_DIR"`
+	// CheckpointEvery is how often a checkpoint is signed (and at shutdown).
+	CheckpointEvery time.Duration `env:"AUDITWORKER_CHECKPOINT_EVERY" envDefault:"10s"`
 }
 
 // Validate checks the relations between fields; the error names the variable.
@@ -44,6 +54,8 @@ func (c *Config) Validate() error {
 		return errors.New("AUDITWORKER_BATCH_MAX_WAIT must not be negative")
 	case c.PartitionsAhead < 0:
 		return errors.New("AUDITWORKER_PARTITIONS_AHEAD must not be negative")
+	case c.CheckpointEvery < 100*time.Millisecond || c.CheckpointEvery > 10*time.Second:
+		return errors.New("AUDITWORKER_CHECKPOINT_EVERY must be from 100ms to 10s")
 	case c.LockTimeout < time.Second:
 		return errors.New("AUDITWORKER_LOCK_TIMEOUT must be at least 1s")
 	}

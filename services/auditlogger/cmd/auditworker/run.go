@@ -14,6 +14,7 @@ import (
 
 	"threatview/auditlogger"
 	"threatview/auditlogger/mariadb"
+	"threatview/auditlogger/trail"
 	"threatview/migrations"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
@@ -69,6 +70,31 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		Name: "worker lock", CheckEvery: 2 * time.Second, CheckTimeout: 5 * time.Second, Gauge: leaderGauge,
 	}, log)
 
+	var cp *trail.Checkpointer
+	if cfg.SigningKeys != "" {
+		signer, _, err := trail.ParseSigningKeys(cfg.SigningKeys)
+		if err != nil {
+			return err
+		}
+		cpSize := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "auditworker_checkpoint_size",
+			Help: "Leaves in the tree the latest signed checkpoint covers.",
+		})
+		cpTime := prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "auditworker_checkpoint_timestamp_seconds",
+			Help: "Unix time of the latest signed checkpoint.",
+		})
+		reg.MustRegister(cpSize, cpTime)
+		cp = &trail.Checkpointer{DB: mariadb.NewTrail(db), Signer: signer, Log: log,
+			OnCheckpoint: func(c *trail.Checkpoint) { cpSize.Set(float64(c.Size)); cpTime.Set(float64(c.Time.Unix())) }}
+		if cfg.TrailDir != "" {
+			cp.Store = trail.Dir{Root: cfg.TrailDir}
+		}
+		log.Info("checkpoints signed", "key_id", signer.KeyID, "every", cfg.CheckpointEvery.String(), "dir", cfg.TrailDir)
+	} else {
+		log.Warn("AUDIT_SIGNING_KEYS is blank: audit rows are chained but no checkpoint is signed")
+	}
+
 	r := chi.NewRouter()
 	httpserver.MountOps(r, reg, map[string]httpserver.Check{"mariadb": store.Ping})
 	r.NotFound(httpserver.NotFound)
@@ -85,7 +111,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		httpErr <- err
 	}()
 
-	err = leader.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, db, store, cons, partsGauge, log) })
+	err = leader.Run(ctx, func(ctx context.Context) error { return lead(ctx, cfg, db, store, cp, cons, partsGauge, log) })
 	cancel()
 	if herr := <-httpErr; err == nil {
 		err = herr
@@ -99,7 +125,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 
 // lead consumes the queue while the worker lock holds (ctx ends when it is
 // lost).
-func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store,
+func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store, cp *trail.Checkpointer,
 	cons *pipeline.Consumer[wire.AuditRecord], partsGauge prometheus.Gauge, log *slog.Logger) error {
 	err := pipeline.Retry(ctx, pipeline.DefaultBackoff, func() error {
 		n, err := store.LoadMaxPacket(ctx)
@@ -114,6 +140,13 @@ func lead(ctx context.Context, cfg Config, db *sql.DB, store *mariadb.Store,
 		return nil // ctx ended: shutdown, or the lock was lost
 	}
 	go pipeline.Every(ctx, time.Hour, maintainPartitions(ctx, db, cfg.PartitionsAhead, partsGauge, log))
+	cpDone := make(chan struct{})
+	if cp != nil {
+		go func() { defer close(cpDone); cp.Run(ctx, cfg.CheckpointEvery) }()
+	} else {
+		close(cpDone)
+	}
+	defer func() { <-cpDone }()
 
 	// The subscription outlives ctx until the consumer returns, so the batch
 	// in hand is acknowledged on a live connection at shutdown.
