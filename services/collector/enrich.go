@@ -15,12 +15,26 @@ import (
 type Enricher struct {
 	locator Locator
 	trusted []netip.Prefix
+	ipMode  IPMode
 }
 
 // NewEnricher returns an Enricher. locator may be nil (every country is
-// ZZ); trusted are the proxies whose X-Forwarded-For is believed.
+// ZZ); trusted are the proxies whose X-Forwarded-For is believed. It keeps
+// truncated client addresses (IPTruncate) unless WithIPMode says otherwise.
 func NewEnricher(locator Locator, trusted []netip.Prefix) *Enricher {
-	return &Enricher{locator: locator, trusted: trusted}
+	return &Enricher{locator: locator, trusted: trusted, ipMode: IPTruncate}
+}
+
+// WithIPMode sets how much of the client address is kept and returns e.
+func (e *Enricher) WithIPMode(m IPMode) *Enricher {
+	e.ipMode = m
+	return e
+}
+
+// KeptIP returns the client address of a request (see ClientIP) in the
+// form the IP mode allows to be stored, logged or sent.
+func (e *Enricher) KeptIP(remoteAddr, xff string) string {
+	return e.ipMode.Keep(ClientIP(remoteAddr, xff, e.trusted))
 }
 
 // Trusted returns the trusted proxy prefixes.
@@ -51,7 +65,8 @@ func CheckApp(in []Input, appID string) error {
 //     and clamped to received_at when it is more than MaxFutureSkew ahead;
 //     whenever it differs from what the client sent, original_occurred_at
 //     keeps the client's value;
-//   - country and client_ip: from the client address (see ClientIP).
+//   - country: from the full client address (see ClientIP); client_ip:
+//     only what the IP mode keeps of it (see IPMode).
 //
 // It returns a *FieldError wrapping ErrInvalid when skew correction moves
 // occurred_at outside [MinTime, MaxTime] (422: the contract bounds times
@@ -59,13 +74,10 @@ func CheckApp(in []Input, appID string) error {
 func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 	ip := ClientIP(req.RemoteAddr, req.XFF, e.trusted)
 	country := UnknownCountry
-	ipStr := ""
-	if ip.IsValid() {
-		ipStr = ip.String()
-		if e.locator != nil {
-			country = e.locator.Country(ip)
-		}
+	if ip.IsValid() && e.locator != nil {
+		country = e.locator.Country(ip)
 	}
+	ipStr := e.ipMode.Keep(ip)
 	recv := req.ReceivedAt.UTC()
 	for i := range in {
 		src := &in[i]

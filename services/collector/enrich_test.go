@@ -48,7 +48,7 @@ func TestEnricher_Enrich(t *testing.T) {
 		if !ev.ReceivedAt.Equal(recv) || !ev.OccurredAt.Equal(recv) || ev.OriginalOccurredAt != nil {
 			t.Fatalf("times = %v %v %v", ev.ReceivedAt, ev.OccurredAt, ev.OriginalOccurredAt)
 		}
-		if ev.Country != "AU" || ev.ClientIP != "1.0.0.10" || ev.TokenID != "tok1" || ev.RequestID != "r1" {
+		if ev.Country != "AU" || ev.ClientIP != "1.0.0.0" || ev.TokenID != "tok1" || ev.RequestID != "r1" {
 			t.Fatalf("enriched = %+v", ev)
 		}
 	})
@@ -99,7 +99,7 @@ func TestEnricher_Enrich(t *testing.T) {
 		r := req
 		r.XFF = "203.0.113.7"
 		ev := enrichOne(t, `{"type":"t","app":{"id":"a"}}`, r, nil)
-		if ev.ClientIP != "1.0.0.10" || ev.Country != "AU" {
+		if ev.ClientIP != "1.0.0.0" || ev.Country != "AU" {
 			t.Fatalf("client = %s %s, want the peer", ev.ClientIP, ev.Country)
 		}
 	})
@@ -108,8 +108,8 @@ func TestEnricher_Enrich(t *testing.T) {
 		r.RemoteAddr = "10.0.0.5:80"
 		r.XFF = "203.0.113.7"
 		ev := enrichOne(t, `{"type":"t","app":{"id":"a"}}`, r, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
-		if ev.ClientIP != "203.0.113.7" || ev.Country != "FR" {
-			t.Fatalf("client = %s %s, want 203.0.113.7 FR", ev.ClientIP, ev.Country)
+		if ev.ClientIP != "203.0.113.0" || ev.Country != "FR" {
+			t.Fatalf("client = %s %s, want 203.0.113.0 FR (country from the full address, /24 kept)", ev.ClientIP, ev.Country)
 		}
 	})
 }
@@ -150,5 +150,65 @@ func TestCheckApp(t *testing.T) {
 	}
 	if err := collector.CheckApp(in[:1], "a"); err != nil {
 		t.Fatalf("CheckApp = %v, want nil", err)
+	}
+}
+
+func TestIPMode_Keep(t *testing.T) {
+	tests := []struct {
+		mode collector.IPMode
+		addr string
+		want string
+	}{
+		{collector.IPTruncate, "203.0.113.77", "203.0.113.0"},
+		{collector.IPTruncate, "2001:db8:abcd:12:3456::7", "2001:db8:abcd::"},
+		{collector.IPTruncate, "::ffff:198.51.100.9", "198.51.100.0"}, // a v4-mapped address is cut as IPv4, never to "::"
+		{collector.IPNone, "203.0.113.77", ""},
+		{collector.IPFull, "203.0.113.77", "203.0.113.77"},
+		{collector.IPFull, "2001:db8::1", "2001:db8::1"},
+		{collector.IPMode("bogus"), "203.0.113.77", "203.0.113.0"},
+		{collector.IPTruncate, "", ""},
+	}
+	for _, tt := range tests {
+		var a netip.Addr
+		if tt.addr != "" {
+			a = netip.MustParseAddr(tt.addr)
+		}
+		if got := tt.mode.Keep(a); got != tt.want {
+			t.Errorf("IPMode(%q).Keep(%s) = %q, want %q", tt.mode, tt.addr, got, tt.want)
+		}
+	}
+}
+
+func TestParseIPMode(t *testing.T) {
+	for in, want := range map[string]collector.IPMode{"": collector.IPTruncate, "truncate": collector.IPTruncate, "none": collector.IPNone, "full": collector.IPFull} {
+		if got, err := collector.ParseIPMode(in); err != nil || got != want {
+			t.Errorf("ParseIPMode(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"Full", "24", "truncated"} {
+		if _, err := collector.ParseIPMode(in); err == nil {
+			t.Errorf("ParseIPMode(%q) = nil error, want one", in)
+		}
+	}
+}
+
+func TestEnricher_WithIPMode(t *testing.T) {
+	in, err := collector.Decode([]byte(`{"type":"t","app":{"id":"a"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := collector.Request{RemoteAddr: "1.0.0.10:5555", ReceivedAt: time.Now()}
+	for mode, want := range map[collector.IPMode]string{collector.IPTruncate: "1.0.0.0", collector.IPNone: "", collector.IPFull: "1.0.0.10"} {
+		en := collector.NewEnricher(fakeLocator{"1.0.0.10": "AU"}, nil).WithIPMode(mode)
+		out := make([]wire.Event, 1)
+		if err := en.Enrich(req, in, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].ClientIP != want || out[0].Country != "AU" {
+			t.Errorf("mode %s: client_ip %q country %s, want %q AU", mode, out[0].ClientIP, out[0].Country, want)
+		}
+		if got := en.KeptIP("1.0.0.10:5555", ""); got != want {
+			t.Errorf("mode %s: KeptIP = %q, want %q", mode, got, want)
+		}
 	}
 }

@@ -43,6 +43,7 @@ AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 {{- if or $v.geoip.existingConfigMap $v.geoip.volume }}
 GEOIP_DB_PATH: {{ printf "%s/%s" (trimSuffix "/" $v.geoip.mountPath) $v.geoip.file | quote }}
 {{- end }}
+COLLECTOR_CLIENT_IP: {{ $v.clientIP | default "truncate" | quote }}
 {{- with $v.trustedProxies }}
 COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- end }}

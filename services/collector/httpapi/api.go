@@ -282,11 +282,7 @@ func (a *API) auditRecord(r *http.Request, rid string, id collector.Identity, st
 	} else {
 		recID = uuid.NewString()
 	}
-	ip := collector.ClientIP(r.RemoteAddr, r.Header.Get("X-Forwarded-For"), a.enricher.Trusted())
-	ipStr := ""
-	if ip.IsValid() {
-		ipStr = ip.String()
-	}
+	ipStr := a.enricher.KeptIP(r.RemoteAddr, r.Header.Get("X-Forwarded-For"))
 	ua := r.UserAgent()
 	if len(ua) > 512 {
 		ua = ua[:512]

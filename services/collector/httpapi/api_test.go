@@ -241,7 +241,7 @@ func TestPostEvents_Accepted(t *testing.T) {
 			t.Fatalf("DecodeEventBatch(%s) = %v", msgs[0], err)
 		}
 		ev := b.Events[0]
-		if ev.ID != a.IDs[0] || ev.Country != "AU" || ev.ClientIP != "1.0.0.10" || ev.TokenID != "t1" || ev.RequestID != "req-123" || ev.Device.Model != "Pixel 8" || string(ev.Threats) != "[]" {
+		if ev.ID != a.IDs[0] || ev.Country != "AU" || ev.ClientIP != "1.0.0.0" || ev.TokenID != "t1" || ev.RequestID != "req-123" || ev.Device.Model != "Pixel 8" || string(ev.Threats) != "[]" {
 			t.Fatalf("event = %+v", ev)
 		}
 	})
@@ -284,7 +284,7 @@ func TestPostEvents_Accepted(t *testing.T) {
 		rec := ab.Records[0]
 		sum := sha256.Sum256([]byte(body))
 		if rec.Action != "events.collect" || rec.Outcome != 202 || rec.EventCount != 2 || rec.ActorApp != "app1" || rec.ActorToken != "t1" ||
-			rec.UserAgent != "probe/1" || rec.RequestID != "rid-9" || rec.ClientIP != "1.0.0.10" || rec.BodySHA256 != hex.EncodeToString(sum[:]) {
+			rec.UserAgent != "probe/1" || rec.RequestID != "rid-9" || rec.ClientIP != "1.0.0.0" || rec.BodySHA256 != hex.EncodeToString(sum[:]) {
 			t.Fatalf("audit record = %+v", rec)
 		}
 	})

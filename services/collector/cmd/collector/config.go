@@ -55,6 +55,9 @@ type Config struct {
 	GeoIPPath   string        `env:"GEOIP_DB_PATH"`
 	GeoIPReload time.Duration `env:"GEOIP_RELOAD_INTERVAL" envDefault:"5s"`
 
+	// ClientIP is how much of the client address is kept after the country
+	// lookup: truncate (IPv4 /24, IPv6 /48; the default), none, or full.
+	ClientIP string `env:"COLLECTOR_CLIENT_IP" envDefault:"truncate"`
 	// TrustedProxies are CIDRs whose X-Forwarded-For is believed.
 	TrustedProxies []string `env:"COLLECTOR_TRUSTED_PROXIES" envSeparator:","`
 	// CORSOrigins are the browser origins allowed to post ("*" for any).
@@ -100,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.EventsQueue, "/queue/") {
 		return fmt.Errorf("COLLECTOR_EVENTS_QUEUE %q must start with /queue/", c.EventsQueue)
+	}
+	if _, err := collector.ParseIPMode(c.ClientIP); err != nil {
+		return fmt.Errorf("COLLECTOR_CLIENT_IP: %w", err)
 	}
 	if _, err := collector.ParsePrefixes(c.TrustedProxies); err != nil {
 		return fmt.Errorf("COLLECTOR_TRUSTED_PROXIES: %w", err)

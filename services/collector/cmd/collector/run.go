@@ -41,6 +41,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("COLLECTOR_TRUSTED_PROXIES: %w", err)
 	}
+	ipMode, err := collector.ParseIPMode(cfg.ClientIP)
+	if err != nil {
+		return fmt.Errorf("COLLECTOR_CLIENT_IP: %w", err)
+	}
 	checks := map[string]httpserver.Check{}
 
 	var locator collector.Locator
@@ -71,7 +75,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return fmt.Errorf("tokens client: %w", err)
 	}
 
-	go warmTokens(ctx, tokens, log)
+	warmTokens(ctx, tokens, log)
 
 	reg := httpserver.NewRegistry()
 	metrics := httpapi.NewMetrics(reg)
@@ -130,7 +134,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 
 	h := httpapi.New(httpapi.Deps{
 		Auth:         tokenAuth{tokens},
-		Enricher:     collector.NewEnricher(locator, trusted),
+		Enricher:     collector.NewEnricher(locator, trusted).WithIPMode(ipMode),
 		Events:       events,
 		Audit:        audit,
 		Registry:     reg,

@@ -250,7 +250,7 @@ func TestRun_AcceptedBatchArrivesWhole(t *testing.T) {
 		t.Fatalf("%d messages, want the batch in one", len(msgs))
 	}
 	for i, ev := range msgs[0].Events {
-		if ev.ID != ids[i] || ev.App.ID != app || ev.Country != au.Country || ev.ClientIP != au.IP || ev.RequestID != "it-1" || ev.TokenID == "" || ev.ReceivedAt.IsZero() || ev.Device.Model != "Pixel 8" {
+		if ev.ID != ids[i] || ev.App.ID != app || ev.Country != au.Country || ev.ClientIP != "1.0.0.0" || ev.RequestID != "it-1" || ev.TokenID == "" || ev.ReceivedAt.IsZero() || ev.Device.Model != "Pixel 8" {
 			t.Fatalf("event %d = %+v", i, ev)
 		}
 	}
