@@ -13,6 +13,10 @@
 //	day    1,100 buckets (about 3 years)
 //	month  240 buckets (20 years)
 //
+// An answer holds at most MaxPoints points (keys × buckets): a query that
+// could need more is refused with ErrTooLarge, whose text says how many
+// keys (top) the range allows.
+//
 // Counts come from the rollups kept exact by the processor's aggregator;
 // for the threat dimension a count is a threat sighting (one per distinct
 // threat type of an event), so its total may exceed the number of events.
@@ -38,7 +42,14 @@ var (
 	ErrInvalid = errors.New("invalid query")
 	// ErrUnavailable means the database could not answer.
 	ErrUnavailable = errors.New("stats unavailable")
+	// ErrTooLarge means the answer could hold more than MaxPoints points;
+	// the error text says how to narrow the query.
+	ErrTooLarge = errors.New("answer too large")
 )
+
+// MaxPoints caps the points of one answer: its keys times the buckets of
+// its range, whether or not a bucket has counts (about 4 MB of JSON).
+const MaxPoints = 100_000
 
 // Dimension is what the counts are split by.
 type Dimension string
@@ -159,6 +170,26 @@ type Query struct {
 	// TotalsOnly asks for each key's total without its points (a ranked
 	// table); not a URL parameter.
 	TotalsOnly bool
+	// Summed asks for one series, every key's counts added per bucket (a
+	// chart of the total); not a URL parameter.
+	Summed bool
+}
+
+// CheckPoints returns ErrTooLarge when an answer to q with keys series
+// could hold more than MaxPoints points.
+func (q Query) CheckPoints(keys int) error {
+	if q.TotalsOnly {
+		return nil
+	}
+	if q.Summed {
+		keys = 1
+	}
+	b := q.Granularity.Buckets(q.From, q.To)
+	if b < 1 || keys*b <= MaxPoints {
+		return nil
+	}
+	return fmt.Errorf("%w: %d keys × %d %s buckets could make %d points, more than the %d one answer may hold; "+
+		"ask for top=%d or fewer keys, a coarser granularity or a shorter range", ErrTooLarge, keys, b, q.Granularity, keys*b, MaxPoints, max(1, MaxPoints/b))
 }
 
 // Point is the count of one bucket.
@@ -252,6 +283,9 @@ func ParseQuery(dim string, v url.Values, now time.Time) (Query, error) {
 			return q, fmt.Errorf("%w: top %q (want a whole number from 1 to %d)", ErrInvalid, s, MaxTop)
 		}
 		q.Top = n
+		if err := q.CheckPoints(n); err != nil {
+			return q, err
+		}
 	}
 	return q, nil
 }

@@ -103,6 +103,9 @@ func (h *Handler) writeErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, visualrenderer.ErrInvalid), errors.Is(err, chart.ErrInvalid):
 		httpserver.WriteError(w, http.StatusBadRequest, "invalid_query", strings.TrimPrefix(err.Error(), "invalid query: "), nil)
+	case errors.Is(err, visualrenderer.ErrTooLarge):
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "too_many_points", strings.TrimPrefix(err.Error(), "stats: "),
+			map[string]any{"max_points": visualrenderer.MaxPoints})
 	case errors.Is(err, visualrenderer.ErrUnavailable):
 		h.log.Error("stats unavailable", "path", r.URL.Path, "err", err)
 		w.Header().Set("Retry-After", "5")
@@ -175,6 +178,7 @@ func (h *Handler) chart(w http.ResponseWriter, r *http.Request) {
 		h.writeErr(w, r, err)
 		return
 	}
+	q.Summed = total
 	s, err := h.store.Stats(r.Context(), q)
 	if err != nil {
 		h.writeErr(w, r, err)

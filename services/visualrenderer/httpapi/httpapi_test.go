@@ -119,6 +119,19 @@ func TestStats(t *testing.T) {
 		})
 	}
 
+	// An answer holds at most MaxPoints points (keys × buckets): 1000 keys
+	// over 744 hours would be 744,000.
+	for _, p := range []string{"/v1/stats/country", "/v1/charts/country.svg", "/v1/charts/country.png"} {
+		t.Run("TooManyPoints"+p, func(t *testing.T) {
+			resp, body := get(t, srv, p+"?granularity=hour&top=1000&from=2026-01-01T00:00:00Z&to=2026-02-01T00:00:00Z", bearer...)
+			var e httpserver.ErrorBody
+			if resp.StatusCode != http.StatusUnprocessableEntity || json.Unmarshal(body, &e) != nil || e.Error.Code != "too_many_points" ||
+				!strings.Contains(e.Error.Message, "top=134") {
+				t.Fatalf("GET %s with top=1000 hourly for 31 days = %d %s, want 422 too_many_points naming top=134", p, resp.StatusCode, body)
+			}
+		})
+	}
+
 	auth := []struct {
 		name string
 		hdr  []string

@@ -116,6 +116,12 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 	if q.Top > 0 && len(totals) > q.Top {
 		totals = totals[:q.Top]
 	}
+	if err := q.CheckPoints(len(totals)); err != nil {
+		return out, fmt.Errorf("stats: %w", err)
+	}
+	if q.Summed && !q.TotalsOnly {
+		return s.summed(ctx, q, out)
+	}
 	if len(totals) == 0 || q.TotalsOnly {
 		out.Series = totals
 		if q.Dimension == visualrenderer.DeviceModel && len(totals) > 0 {
@@ -182,6 +188,32 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 			return out, err
 		}
 	}
+	return out, nil
+}
+
+// summed completes out with one series, every key's counts added per bucket.
+func (s *Store) summed(ctx context.Context, q visualrenderer.Query, out visualrenderer.Stats) (visualrenderer.Stats, error) {
+	args := []any{q.From, q.To}
+	filter := ""
+	if q.AppID != "" {
+		filter, args = "AND app_id = $3", append(args, q.AppID)
+	}
+	// sql: table and filter come from the fixed maps above, never from input.
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT bucket::timestamptz, sum(count)::bigint FROM %s
+		WHERE bucket >= $1 AND bucket < $2 %s GROUP BY 1 ORDER BY 1`, table(q, q.Granularity), filter), args...)
+	if err != nil {
+		return out, fmt.Errorf("stats sum %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
+	}
+	points, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (visualrenderer.Point, error) {
+		var p visualrenderer.Point
+		err := r.Scan(&p.T, &p.Count)
+		p.T = p.T.UTC()
+		return p, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("stats sum %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
+	}
+	out.Series = []visualrenderer.Series{{Key: "All " + q.Dimension.Unit(), Total: out.Total, Points: points}}
 	return out, nil
 }
 

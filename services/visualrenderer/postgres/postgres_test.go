@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,5 +193,41 @@ func TestStore_Stats_Totals(t *testing.T) {
 				t.Errorf("Stats(%+v) key %q points sum to %d, total %d", q, ser.Key, sum, ser.Total)
 			}
 		}
+	}
+}
+
+// TestStore_StatsPointCap: without top, an answer held every key × every
+// bucket (thousands of device models × 744 hours). It must be refused with
+// ErrTooLarge naming the top that fits, while top within the cap, totals
+// only, and the summed series of a total chart still answer.
+func TestStore_StatsPointCap(t *testing.T) {
+	s, exec := mustStore(t)
+	ctx := context.Background()
+	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	// 200 countries (AA..HR), one count each in the first and the last hour.
+	exec(`INSERT INTO facts.events_by_country_per_hour (app_id, bucket, country, count)
+		SELECT 'a', b, chr(65 + i / 26) || chr(65 + i % 26), 1
+		FROM generate_series(0, 199) AS i, unnest(ARRAY[$1::timestamp, $1::timestamp + interval '743 hours']) AS b`, from)
+	exec(`INSERT INTO facts.events_by_country_per_day (app_id, bucket, country, count)
+		SELECT 'a', b, chr(65 + i / 26) || chr(65 + i % 26), 1
+		FROM generate_series(0, 199) AS i, unnest(ARRAY[$1::date, $1::date + 30]) AS b`, from)
+	q := visualrenderer.Query{Dimension: visualrenderer.Country, Granularity: visualrenderer.Hour, From: from, To: from.Add(744 * time.Hour)}
+	_, err := s.Stats(ctx, q)
+	if !errors.Is(err, visualrenderer.ErrTooLarge) || !strings.Contains(err.Error(), "top=134") {
+		t.Fatalf("Stats(200 keys × 744 hours) = %v, want ErrTooLarge naming top=134", err)
+	}
+	q.Top = 134
+	if got, err := s.Stats(ctx, q); err != nil || len(got.Series) != 134 || got.Total != 400 {
+		t.Fatalf("Stats(top 134) = %d series, total %d, %v; want 134, 400, nil", len(got.Series), got.Total, err)
+	}
+	q.Top = 0
+	q.TotalsOnly = true
+	if got, err := s.Stats(ctx, q); err != nil || len(got.Series) != 200 {
+		t.Fatalf("Stats(totals only) = %d series, %v; want 200", len(got.Series), err)
+	}
+	q.TotalsOnly, q.Summed = false, true
+	got, err := s.Stats(ctx, q)
+	if err != nil || len(got.Series) != 1 || got.Series[0].Total != 400 || len(got.Series[0].Points) != 2 || got.Series[0].Points[1].Count != 200 {
+		t.Fatalf("Stats(summed) = %+v, %v; want one series of two points of 200", got.Series, err)
 	}
 }
