@@ -36,7 +36,7 @@ func (it item) size() int {
 // batch is a sealed or open set of events sent in one request.
 type batch struct {
 	seq     uint64
-	items   []item // nil for a spooled batch not loaded yet
+	items   []item // with a spool: nil until a sender reads the batch's file
 	n       int    // events
 	size    int    // body bytes before gzip, envelope included
 	created time.Time
@@ -249,11 +249,14 @@ func (c *Client) enqueue(ctx context.Context, it item, block bool) error {
 	}
 	b := c.cur
 	if c.spool != nil {
+		// On disk only: a sender reads the batch back when it sends it, so
+		// memory holds at most Concurrency batches however long the spool.
 		if err := c.spool.append(b, it); err != nil {
 			return err
 		}
+	} else {
+		b.items = append(b.items, it)
 	}
-	b.items = append(b.items, it)
 	b.n++
 	b.size += it.size()
 	c.pending++
@@ -273,8 +276,9 @@ func (c *Client) seal() error {
 	c.cur = nil
 	var err error
 	if c.spool != nil {
-		// On error the batch is still sent from memory; its file stays
-		// .open and is sent again (event ids dedupe) by a later client.
+		// On error the batch is still sent, read from its file, which
+		// stays .open and is sent again (event ids dedupe) by a later
+		// client.
 		err = c.spool.seal(b)
 	}
 	c.ready = append(c.ready, b)
@@ -361,6 +365,20 @@ func (c *Client) dropItems(items []item, d Drop) {
 	c.dropped.Add(uint64(len(items)))
 	if c.cfg.OnDrop != nil {
 		c.cfg.OnDrop(d)
+	}
+}
+
+// dropUnreadable reports n events of the spool that could not be read (a
+// line that is not a JSON object, or a whole file): OnDrop gets err, which
+// names the file and line, and no events.
+func (c *Client) dropUnreadable(n int, err error) {
+	if n <= 0 {
+		return
+	}
+	c.dropped.Add(uint64(n))
+	c.lastErr.Store(err.Error())
+	if c.cfg.OnDrop != nil {
+		c.cfg.OnDrop(Drop{Reason: DropSpoolError, Err: err})
 	}
 }
 

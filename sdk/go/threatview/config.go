@@ -35,11 +35,14 @@ type Config struct {
 	// (default 10,000; at least MaxBatchEvents). Unused with SpoolDir.
 	QueueSize int
 	// SpoolDir, when set, keeps queued events on disk instead of in
-	// memory: Send returns once the event is written there, and a client
-	// opened later on the same directory sends what an earlier one left.
-	// One client at a time may use a directory.
+	// memory: Send returns once the event is written there, a sender reads
+	// a batch back when it sends it (memory holds at most Concurrency
+	// batches of at most MaxBatchBytes), and a client opened later on the
+	// same directory sends what an earlier one left. A line that cannot be
+	// read is skipped and reported to OnDrop (DropSpoolError). One client
+	// at a time may use a directory.
 	SpoolDir string
-	// MaxSpoolBytes bounds the spool (default 256 MiB).
+	// MaxSpoolBytes bounds the spool on disk (default 256 MiB).
 	MaxSpoolBytes int64
 
 	// MinBackoff and MaxBackoff bound the exponential backoff between

@@ -49,12 +49,21 @@ func (a answer) String() string {
 // ends first (false: b is unresolved).
 func (c *Client) deliver(ctx context.Context, b *batch) bool {
 	if b.items == nil && b.file != "" {
-		items, err := c.spool.load(b)
+		items, bad, err := c.spool.load(b)
 		if err != nil {
-			c.dropItems(items, Drop{Reason: DropSpoolError, Err: err})
+			// The file cannot be read at all: its events are lost, and
+			// OnDrop hears of it.
+			c.dropUnreadable(b.n, err)
 			c.resolve(b)
 			return true
 		}
+		for _, e := range bad {
+			c.dropUnreadable(1, e)
+		}
+		c.mu.Lock()
+		c.pending -= int64(b.n - len(items))
+		b.n = len(items)
+		c.mu.Unlock()
 		b.items = items
 	}
 	var buf, zbuf bytes.Buffer

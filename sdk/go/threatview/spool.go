@@ -168,29 +168,35 @@ func (s *spool) seal(b *batch) error {
 	return nil
 }
 
-// load reads a recovered batch's events. On error it returns the events
-// it could read.
-func (s *spool) load(b *batch) ([]item, error) {
+// load reads a batch's events back from its file. A line that is not a
+// JSON object (a disk error, an edit) is skipped and returned in bad, one
+// error each naming the file and the line, so the rest of the file is
+// still sent. err is set only when the file cannot be read at all.
+func (s *spool) load(b *batch) (items []item, bad []error, err error) {
 	data, err := os.ReadFile(b.file)
 	if err != nil {
-		return nil, fmt.Errorf("threatview: spool read: %w", err)
+		return nil, nil, fmt.Errorf("threatview: spool read: %w", err)
 	}
-	var items []item
-	for _, l := range bytes.Split(data, []byte{'\n'}) {
-		if len(l) < 2 {
+	for i, l := range bytes.Split(data, []byte{'\n'}) {
+		if len(l) == 0 {
 			continue
 		}
-		it := item{raw: l[1:], stamp: l[0] == '1'}
 		var idOnly struct {
 			EventID string `json:"event_id"`
 		}
+		if len(l) < 2 || (l[0] != '0' && l[0] != '1') || l[1] != '{' {
+			bad = append(bad, fmt.Errorf("threatview: spool %s line %d: not an event line (%d bytes)", b.file, i+1, len(l)))
+			continue
+		}
+		it := item{raw: l[1:], stamp: l[0] == '1'}
 		if err := json.Unmarshal(it.raw, &idOnly); err != nil {
-			return items, fmt.Errorf("threatview: spool %s: a line is not JSON: %w", b.file, err)
+			bad = append(bad, fmt.Errorf("threatview: spool %s line %d: not JSON (%d bytes): %w", b.file, i+1, len(l), err))
+			continue
 		}
 		it.id = idOnly.EventID
 		items = append(items, it)
 	}
-	return items, nil
+	return items, bad, nil
 }
 
 // rewrite replaces a batch's file with its current events.

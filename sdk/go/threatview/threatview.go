@@ -100,7 +100,9 @@ const (
 	// DropClosed: Close ended before they were delivered and there is no
 	// spool. Their outcome may be unknown (a request was in flight).
 	DropClosed DropReason = "closed"
-	// DropSpoolError: the spool file holding them could not be read.
+	// DropSpoolError: a spool line (or a whole spool file) could not be
+	// read; Err names the file and line, and Events is empty (the line is
+	// not an event). The rest of the file is still sent.
 	DropSpoolError DropReason = "spool_error"
 )
 
