@@ -122,7 +122,18 @@ WITH src AS (
 	WHERE NOT EXISTS (SELECT 1 FROM events.events e
 		WHERE e.id = s.id AND e.app_id = s.app_id AND e.received_at >= $1 OFFSET 0)
 	ON CONFLICT DO NOTHING
-	RETURNING id, received_at, occurred_at, app_id, country, manufacturer, device_model, os, payload
+	RETURNING id, received_at, occurred_at, type, app_id, app_version, country, manufacturer,
+		device_model, os, os_version, payload
+), outboxed AS (
+	-- A threat event's row for the alerts service (its forwarders and
+	-- minute counts): in this transaction, so it exists iff the event does.
+	INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, app_version,
+		device_model, os, os_version, country, threats)
+	SELECT i.id, i.app_id, i.received_at, i.occurred_at, i.type, coalesce(i.app_version, ''),
+		coalesce(i.device_model, ''), coalesce(i.os, ''), coalesce(i.os_version, ''),
+		coalesce(i.country, ''), t.threats
+	FROM ins i CROSS JOIN LATERAL (SELECT facts.threat_types(i.payload) AS threats) t
+	WHERE cardinality(t.threats) > 0
 ), models AS (
 	SELECT DISTINCT manufacturer, device_model AS model FROM ins
 ), new_models AS (
