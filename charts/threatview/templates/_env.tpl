@@ -320,6 +320,7 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- define "threatview.secretEnv.adminInterface" -}}
 {{ include "threatview.env.brokerPasscode" . }}
 {{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.fromSecret" (list "ADMINUI_SESSION_KEY" .Values.secrets.existingSecret .Values.secrets.adminSessionKeyKey) }}
 {{- end }}
 

@@ -166,7 +166,8 @@ func (s *Server) auditPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // auditExport streams every record of the search, page by page from the
-// audit logger, so memory holds one page at most whatever the size.
+// audit logger, so memory holds one page at most whatever the size. It is
+// authorised once, at its start (see ExportKey).
 func (s *Server) auditExport(format string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		f, aq, err := parseAuditForm(r.URL.Query(), s.now())
@@ -179,11 +180,17 @@ func (s *Server) auditExport(format string) http.HandlerFunc {
 		aq.Limit = auditPageMax
 		aq.Cursor = ""
 		// Ask for the first page before answering, so a refused search
-		// still gets a proper error status.
+		// still gets a proper error status. That page, read with the
+		// person's token, authorises the export: the token lives 5 minutes
+		// at most and an export may run longer, so the later pages of the
+		// same search are read with the export key when there is one.
 		p, err := s.deps.Audit.Query(r.Context(), token, aq)
 		if err != nil {
 			s.upstreamFail(w, r, "Exporting the audit trail", err)
 			return
+		}
+		if s.opts.ExportKey != "" {
+			token = s.opts.ExportKey
 		}
 		name := "audit-" + s.now().UTC().Format("20060102T150405Z") + "." + format
 		if format == "csv" {

@@ -55,6 +55,9 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// InternalKey authorizes the audit records the UI writes itself.
 	InternalKey string
+	// ExportKey (the admin key; may be blank) reads an audit export's
+	// pages after the first, which the person's own token authorised.
+	ExportKey string
 	// Targets are the services the status page checks, in display order.
 	Targets []Target
 	// DepthCap bounds how many messages a queue depth counts (browsing).

@@ -29,6 +29,12 @@ type Config struct {
 	RendererURL string `env:"VISUALRENDERER_SERVICE_URL"`
 	// InternalKey authorizes POST /v1/audit for the UI's own audit records.
 	InternalKey string `env:"INTERNAL_KEY,required" secret:"true"`
+	// ExportKey is the admin key (ADMIN_KEY), with which an audit export
+	// reads its pages after the first: the person's access token
+	// authorises the export at its start, and lives 5 minutes at most,
+	// less than a long export takes. Blank: every page with the person's
+	// token, so an export that outlives it ends visibly cut.
+	ExportKey string `env:"ADMIN_KEY" secret:"true"`
 
 	// SessionKey seals session cookies: 64 hex digits, identical on every
 	// replica (a Secret in the chart).

@@ -131,6 +131,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	opts.OIDC = cfg.OIDC
 	opts.CollectorURL = cfg.CollectorPublicURL
 	opts.InternalKey = cfg.InternalKey
+	opts.ExportKey = cfg.ExportKey
 	opts.DepthCap = cfg.QueueDepthCap
 	if !cfg.SecureCookies {
 		log.Warn("cookies are not Secure (ADMINUI_SECURE_COOKIES=false): only for plain HTTP on loopback")
