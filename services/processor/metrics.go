@@ -18,6 +18,10 @@ type Metrics struct {
 	Leader         prometheus.Gauge
 	// PartitionsAhead is set after each partition upkeep from the catalog.
 	PartitionsAhead prometheus.Gauge
+	// Suppressed counts events dropped because their device is suppressed.
+	Suppressed prometheus.Counter
+	// Suppressions is how many devices the processor's cache suppresses.
+	Suppressions prometheus.Gauge
 }
 
 // NewMetrics registers the processor's metrics with reg.
@@ -77,8 +81,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "processor_partitions_ahead_months",
 			Help: "Whole months after the current one that have a partition in both events.events and facts.facts, read from the catalog after each partition upkeep (0 means next month's rows have nowhere to go).",
 		}),
+		Suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "processor_events_suppressed_total",
+			Help: "Events dropped unstored because their (app, device) is under an erasure's suppression (events.suppressions).",
+		}),
+		Suppressions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "processor_suppressions",
+			Help: "Suppressed (app, device) pairs in the processor's cache, refreshed every PROCESSOR_SUPPRESSION_REFRESH.",
+		}),
 	}
-	reg.MustRegister(m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
+	reg.MustRegister(m.Suppressed, m.Suppressions, m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
 		m.WriteErrors, m.AckErrors, m.Aggregated, m.AggregateRuns, m.AggregationLag, m.Leader, m.PartitionsAhead)
 	return m
 }

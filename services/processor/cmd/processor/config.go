@@ -45,6 +45,10 @@ type Config struct {
 	AggregateMaxRows int `env:"PROCESSOR_AGGREGATE_MAX_ROWS" envDefault:"50000"`
 	// PartitionsAhead is how many months after the current one have partitions.
 	PartitionsAhead int `env:"PROCESSOR_PARTITIONS_AHEAD" envDefault:"3"`
+	// SuppressionRefresh is how often the suppressed devices are re-read from
+	// events.suppressions (an erasure waits out two of these before it
+	// deletes, see services/retention).
+	SuppressionRefresh time.Duration `env:"PROCESSOR_SUPPRESSION_REFRESH" envDefault:"2s"`
 	// LeaderPoll is how often a standby tries the leader lock and the leader
 	// checks the connection holding it.
 	LeaderPoll time.Duration `env:"PROCESSOR_LEADER_POLL" envDefault:"1s"`
@@ -64,6 +68,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_DB_MAX_CONNS must be at least 2, got %d", c.DBMaxConns)
 	case c.Queue == "":
 		return errors.New("PROCESSOR_QUEUE must not be empty")
+	case c.SuppressionRefresh <= 0:
+		return fmt.Errorf("PROCESSOR_SUPPRESSION_REFRESH must be positive, got %s", c.SuppressionRefresh)
 	case c.Prefetch <= 0:
 		return fmt.Errorf("PROCESSOR_PREFETCH must be positive, got %d", c.Prefetch)
 	case c.PrefetchBytes < 0:

@@ -83,7 +83,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			os.Exit(1)
 		}
 	}
-	cons := pipeline.NewConsumer(processor.Handler(store), pub, ccfg, log)
+	sup := processor.NewSuppressions(metrics.Suppressed)
+	cons := pipeline.NewConsumer(processor.Handler(processor.Suppressing(store, sup)), pub, ccfg, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -97,7 +98,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}()
 
 	err = leader.Run(ctx, func(lctx context.Context) error {
+		// The suppressions are read before the first delivery is taken, so
+		// a restart never stores a suppressed device's queued events.
+		if err := loadSuppressions(lctx, store, sup, metrics, log, true); err != nil {
+			return err
+		}
 		var wg sync.WaitGroup
+		wg.Go(func() {
+			pipeline.Every(lctx, cfg.SuppressionRefresh, func() { _ = loadSuppressions(lctx, store, sup, metrics, log, false) })
+		})
 		wg.Go(func() {
 			pipeline.Every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, metrics.PartitionsAhead, log) })
 		})
@@ -121,6 +130,34 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	log.Info("stopped")
 	return err
+}
+
+// loadSuppressions reads the suppressed devices into sup. With wait it
+// retries until it succeeds or ctx ends; otherwise a failure keeps the
+// previous set (logged) until the next refresh.
+func loadSuppressions(ctx context.Context, store *postgres.Store, sup *processor.Suppressions, m *processor.Metrics, log *slog.Logger, wait bool) error {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		subjects, err := store.Suppressions(rctx)
+		cancel()
+		if err == nil {
+			sup.Replace(subjects)
+			m.Suppressions.Set(float64(len(subjects)))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Warn("suppressions not refreshed", "err", err)
+		if !wait {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // maintainPartitions creates the partitions ahead, then sets gauge to the
