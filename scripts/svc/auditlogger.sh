@@ -6,3 +6,8 @@
 if [ -d "$THREATVIEW_ROOT/services/identity" ]; then
   export IDENTITY_JWKS_URL="http://127.0.0.1:8085/.well-known/jwks.json"
 fi
+# The tamper-evidence endpoints check checkpoints against the public key
+# only (scripts/svc/audittrail.sh); the signing seed stays with the worker.
+# shellcheck disable=SC1091
+. "$THREATVIEW_ROOT/scripts/svc/audittrail.sh"
+unset AUDIT_TRAIL_SEED AUDIT_TRAIL_SEED_HEX

@@ -312,53 +312,80 @@ func (t *Trail) RowsBetween(ctx context.Context, from, to uint64) iter.Seq2[trai
 	return t.rows(ctx, from, to)
 }
 
+// trailCols are the columns the verifier reads: a row's fields without the
+// body (the leaf covers body_sha256 only), its seq and leaf_hash.
+var trailCols = strings.TrimSuffix(recordCols, ",body") + ",NULL, seq, leaf_hash"
+
+// rows reads pages in a goroutine one page ahead of the caller, so the
+// database and the hashing overlap.
 func (t *Trail) rows(ctx context.Context, from, to uint64) iter.Seq2[trail.Row, error] {
 	return func(yield func(trail.Row, error) bool) {
-		var after *trail.Row // keyset (seq, time, id) of the last row read
-		for {
-			q := "SELECT " + recordCols + ", seq, leaf_hash FROM audit_events WHERE seq >= ? AND seq < ?"
-			args := []any{from, to}
-			if after != nil {
-				id, _ := auditlogger.ParseID(after.Record.ID)
-				at := after.Record.Time
-				q += " AND (seq > ? OR (seq = ? AND (time > ? OR (time = ? AND id > ?))))"
-				args = append(args, after.Seq, after.Seq, at, at, id[:])
-			}
-			args = append(args, t.Page)
-			rows, err := t.q.QueryContext(ctx, q+" ORDER BY seq, time, id LIMIT ?", args...)
-			if err != nil {
-				yield(trail.Row{}, fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err))
-				return
-			}
-			n := 0
-			var last trail.Row
-			for rows.Next() {
-				var r trail.Row
-				if _, err := scanRecord(rows, &r.Record, &r.Seq, &r.Leaf); err != nil {
-					rows.Close()
-					yield(trail.Row{}, err)
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type page struct {
+			rows []trail.Row
+			err  error
+		}
+		pages := make(chan page, 1)
+		go func() {
+			defer close(pages)
+			var after *trail.Row // keyset (seq, time, id) of the last row read
+			for {
+				rs, err := t.page(ctx, from, to, after)
+				select {
+				case pages <- page{rs, err}:
+				case <-ctx.Done():
 					return
 				}
-				r.HasSeq = true
-				n++
-				last = r
+				if err != nil || len(rs) < t.Page {
+					return
+				}
+				after = &rs[len(rs)-1]
+			}
+		}()
+		for p := range pages {
+			if p.err != nil {
+				yield(trail.Row{}, p.err)
+				return
+			}
+			for _, r := range p.rows {
 				if !yield(r, nil) {
-					rows.Close()
 					return
 				}
 			}
-			err = rows.Err()
-			rows.Close()
-			if err != nil {
-				yield(trail.Row{}, fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err))
-				return
-			}
-			if n < t.Page {
-				return
-			}
-			after = &last
 		}
 	}
+}
+
+// page reads up to t.Page rows after the keyset after (nil: from the start).
+func (t *Trail) page(ctx context.Context, from, to uint64, after *trail.Row) ([]trail.Row, error) {
+	q := "SELECT " + trailCols + " FROM audit_events WHERE seq >= ? AND seq < ?"
+	args := []any{from, to}
+	if after != nil {
+		id, _ := auditlogger.ParseID(after.Record.ID)
+		at := after.Record.Time
+		q += " AND (seq > ? OR (seq = ? AND (time > ? OR (time = ? AND id > ?))))"
+		args = append(args, after.Seq, after.Seq, at, at, id[:])
+	}
+	args = append(args, t.Page)
+	rows, err := t.q.QueryContext(ctx, q+" ORDER BY seq, time, id LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err)
+	}
+	defer rows.Close()
+	out := make([]trail.Row, 0, min(t.Page, 4096))
+	for rows.Next() {
+		var r trail.Row
+		if _, err := scanRecord(rows, &r.Record, &r.Seq, &r.Leaf); err != nil {
+			return nil, err
+		}
+		r.HasSeq = true
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err)
+	}
+	return out, nil
 }
 
 // Unsequenced implements trail.Source.

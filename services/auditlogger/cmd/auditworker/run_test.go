@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -299,8 +300,13 @@ func TestRun_LeastPrivilege(t *testing.T) {
 	stmts := []string{
 		"CREATE USER '" + user + "'@'" + host + "' IDENTIFIED BY '" + pass + "'",
 		"CREATE USER '" + user + "'@'localhost' IDENTIFIED BY '" + pass + "'",
-		"GRANT INSERT, SELECT ON " + cfg.DBName + ".audit_events TO '" + user + "'@'" + host + "'",
-		"GRANT INSERT, SELECT ON " + cfg.DBName + ".audit_events TO '" + user + "'@'localhost'",
+	}
+	// The grants of the README: append to the trail and its tree, nothing else.
+	for _, g := range []string{"INSERT, SELECT ON %s.audit_events", "SELECT, UPDATE ON %s.audit_tree",
+		"INSERT, SELECT ON %s.audit_tree_nodes", "INSERT, SELECT ON %s.audit_checkpoints"} {
+		for _, h := range []string{host, "localhost"} {
+			stmts = append(stmts, "GRANT "+fmt.Sprintf(g, cfg.DBName)+" TO '"+user+"'@'"+h+"'")
+		}
 	}
 	t.Cleanup(func() {
 		_, _ = db.Exec("DROP USER IF EXISTS '" + user + "'@'" + host + "', '" + user + "'@'localhost'")
