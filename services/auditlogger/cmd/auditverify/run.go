@@ -21,6 +21,9 @@ type Config struct {
 	PublicKeys string `env:"AUDIT_PUBLIC_KEYS"`
 	// TrailDir holds the checkpoints and leaf bundles the worker wrote.
 	TrailDir string `env:"AUDIT_TRAIL_DIR"`
+	// ArchiveDir is the retention archiver's directory target (or a copy of
+	// its S3 bucket): archived months are verified row by row from it.
+	ArchiveDir string `env:"AUDITVERIFY_ARCHIVE_DIR"`
 	// Timeout bounds the whole verification.
 	Timeout time.Duration `env:"AUDITVERIFY_TIMEOUT" envDefault:"30m"`
 }
@@ -60,12 +63,20 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	if err := src.LoadArchived(ctx); err != nil {
 		return err
 	}
+	var source trail.Source = src
+	if cfg.ArchiveDir != "" {
+		rows, months, err := trail.ArchivedRows(cfg.ArchiveDir)
+		if err != nil {
+			return fmt.Errorf("read archive: %w", err)
+		}
+		source = trail.WithArchive{Source: src, Archive: rows, Months: months}
+	}
 	var ref trail.Reference
 	if cfg.TrailDir != "" {
 		ref = trail.StoreReference{Store: trail.Dir{Root: cfg.TrailDir}}
 	}
 	start := time.Now()
-	rep, err := trail.Verify(ctx, src, ref, keys, trail.Options{MaxProblems: 1 << 30})
+	rep, err := trail.Verify(ctx, source, ref, keys, trail.Options{MaxProblems: 1 << 30})
 	if err != nil {
 		return err
 	}
