@@ -56,6 +56,7 @@ SERVICES=(
   "collector|./services/collector/cmd/collector|127.0.0.1:8080"
   "visualrenderer|./services/visualrenderer/cmd/visualrenderer|127.0.0.1:8086"
   "admininterface|./services/admininterface/cmd/admininterface|127.0.0.1:8087"
+  "privacy|./services/retention/cmd/privacy|127.0.0.1:8088"
 )
 INFRA=(postgres mariadb activemq)
 
@@ -290,6 +291,7 @@ EOF
   fi
   if [ -d "$ROOT/services/visualrenderer" ]; then echo "export THREATVIEW_RENDERER_URL='http://127.0.0.1:8086'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/admininterface" ]; then echo "export THREATVIEW_ADMIN_UI_URL='http://127.0.0.1:8087'" >>"$ENVFILE.tmp"; fi
+  if [ -d "$ROOT/services/retention/cmd/privacy" ]; then echo "export THREATVIEW_PRIVACY_URL='http://127.0.0.1:8088'" >>"$ENVFILE.tmp"; fi
   chmod 644 "$ENVFILE.tmp"
   mv -f "$ENVFILE.tmp" "$ENVFILE"
 }
