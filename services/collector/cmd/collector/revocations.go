@@ -14,27 +14,36 @@ import (
 	"threatview/platform/mq"
 )
 
-// warmTokens fills the token cache in bulk at start (tokenauth.Warm),
-// trying again for a few seconds while the tokens service cannot answer;
-// without it the cache fills token by token.
+// warmTokens fills the token cache in bulk (tokenauth.Warm) before the
+// collector serves, so the apps that arrive first find their tokens cached;
+// while the tokens service cannot answer it tries again in the background
+// for a few seconds, and without it the cache fills token by token.
 func warmTokens(ctx context.Context, tokens *tokenauth.Client, log *slog.Logger) {
-	for attempt := 1; ; attempt++ {
+	attempt := func() bool {
 		t0 := time.Now()
 		n, err := tokens.Warm(ctx)
-		if err == nil {
-			log.Info("token cache warmed", "tokens", n, "took_ms", time.Since(t0).Milliseconds())
-			return
+		if err != nil {
+			log.Warn("token cache not warmed", "err", err)
+			return false
 		}
-		if attempt == 5 || ctx.Err() != nil {
-			log.Warn("token cache not warmed: tokens are looked up one by one", "err", err)
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
+		log.Info("token cache warmed", "tokens", n, "took_ms", time.Since(t0).Milliseconds())
+		return true
 	}
+	if attempt() {
+		return
+	}
+	go func() {
+		for range 4 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if attempt() {
+				return
+			}
+		}
+	}()
 }
 
 // followRevocations subscribes to the revocations topic and applies every
