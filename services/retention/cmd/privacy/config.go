@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"threatview/platform/httpserver"
+)
+
+// Config is the privacy service's configuration, read from the environment.
+type Config struct {
+	EventsDatabaseURL string `env:"EVENTS_DATABASE_URL,required" secret:"true"`
+	// AuditDatabaseDSN is where audit bodies are redacted; blank leaves
+	// them alone (and says so in every report's verification).
+	AuditDatabaseDSN string `env:"AUDIT_DATABASE_DSN" secret:"true"`
+	AdminKey         string `env:"ADMIN_KEY,required" secret:"true"`
+	InternalKey      string `env:"INTERNAL_KEY" secret:"true"`
+	// AuditURL is the audit logger every request is audited through
+	// (required in a deployment; blank only for tests).
+	AuditURL string `env:"AUDITLOGGER_SERVICE_URL"`
+	// IdentityJWKSURL verifies people's access tokens; blank accepts only
+	// the admin key.
+	IdentityJWKSURL string `env:"IDENTITY_JWKS_URL"`
+
+	// BatchRows is the most events one erasure transaction deletes.
+	BatchRows int `env:"PRIVACY_BATCH_ROWS" envDefault:"5000"`
+	// Settle is how long an erasure waits after suppressing the subject
+	// before deleting: at least twice PROCESSOR_SUPPRESSION_REFRESH (2s).
+	Settle time.Duration `env:"PRIVACY_SETTLE" envDefault:"5s"`
+	// AggregateWait bounds the wait for the aggregator's backlog.
+	AggregateWait time.Duration `env:"PRIVACY_AGGREGATE_WAIT" envDefault:"5m"`
+	// Poll is how often the runner looks for queued erasures.
+	Poll time.Duration `env:"PRIVACY_POLL" envDefault:"2s"`
+
+	HTTP     httpserver.Config
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+}
+
+const defaultAddr = ":8088"
+
+// Validate checks the values parsing cannot.
+func (c *Config) Validate() error {
+	switch {
+	case c.BatchRows < 1 || c.BatchRows > 100000:
+		return fmt.Errorf("PRIVACY_BATCH_ROWS must be 1..100000, got %d", c.BatchRows)
+	case c.Settle < 0:
+		return errors.New("PRIVACY_SETTLE must not be negative")
+	case c.AggregateWait <= 0:
+		return errors.New("PRIVACY_AGGREGATE_WAIT must be positive")
+	case c.Poll <= 0:
+		return errors.New("PRIVACY_POLL must be positive")
+	case c.AuditURL != "" && c.InternalKey == "":
+		return errors.New("AUDITLOGGER_SERVICE_URL needs INTERNAL_KEY")
+	}
+	for name, v := range map[string]string{"AUDITLOGGER_SERVICE_URL": c.AuditURL, "IDENTITY_JWKS_URL": c.IdentityJWKSURL} {
+		if v == "" {
+			continue
+		}
+		if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s %q is not an http(s) URL", name, v)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,203 @@
+package privacy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"threatview/platform/authz"
+	"threatview/platform/httpserver"
+	"threatview/platform/wire"
+)
+
+// Auditor writes one audit record (platform/auditclient).
+type Auditor interface {
+	Audit(ctx context.Context, rec wire.AuditRecord) error
+}
+
+// API serves /v1/erasures and /v1/suppressions (role admin or the admin key).
+type API struct {
+	store  Store
+	audit  Auditor
+	runner interface{ Wake() }
+	log    *slog.Logger
+}
+
+// NewAPI returns the API; runner (may be nil) is woken on each new request.
+func NewAPI(store Store, audit Auditor, runner interface{ Wake() }, log *slog.Logger) *API {
+	return &API{store: store, audit: audit, runner: runner, log: log}
+}
+
+// Mount adds the routes to r behind auth.
+func (a *API) Mount(r chi.Router, auth *authz.Authenticator) {
+	r.Group(func(r chi.Router) {
+		r.Use(auth.Require(authz.RoleAdmin))
+		r.Post("/v1/erasures", a.create)
+		r.Get("/v1/erasures", a.list)
+		r.Get("/v1/erasures/{id}", a.get)
+		r.Get("/v1/suppressions", a.suppressions)
+		r.Delete("/v1/suppressions", a.lift)
+	})
+}
+
+// request is the body of POST /v1/erasures.
+type request struct {
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id"`
+	Suppress *bool  `json:"suppress"`
+}
+
+// validate checks a subject's fields.
+func validate(s Subject) error {
+	field := func(name, v string, max int) error {
+		switch {
+		case strings.TrimSpace(v) == "":
+			return errors.New(name + " is required")
+		case len(v) > max:
+			return errors.New(name + " is longer than " + strconv.Itoa(max) + " bytes")
+		case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
+			return errors.New(name + " is not valid text")
+		}
+		return nil
+	}
+	if err := field("app_id", s.AppID, MaxAppID); err != nil {
+		return err
+	}
+	return field("device_id", s.DeviceID, MaxDeviceID)
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request) {
+	var req request
+	if !httpserver.DecodeJSON(w, r, &req, 4<<10, nil) {
+		return
+	}
+	s := Subject{AppID: req.AppID, DeviceID: req.DeviceID}
+	if err := validate(s); err != nil {
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
+		return
+	}
+	caller, _ := authz.FromContext(r.Context())
+	e := &Erasure{ID: uuid.Must(uuid.NewV7()).String(), AppID: s.AppID, DeviceID: s.DeviceID,
+		Suppress: req.Suppress == nil || *req.Suppress, RequestedBy: caller.Actor()}
+	if err := a.store.Create(r.Context(), e); err != nil {
+		a.fail(w, err)
+		return
+	}
+	// The request is audited before it is promised; without its audit
+	// record it is withdrawn (it has not started: the runner waits out the
+	// settle time first, and only queued rows are withdrawn).
+	if err := a.record(r, "privacy.erasure.request", "/v1/erasures/"+e.ID, http.StatusAccepted); err != nil {
+		_ = a.store.Delete(context.WithoutCancel(r.Context()), e.ID)
+		a.log.Error("erasure not audited; withdrawn", "erasure_id", e.ID, "err", err)
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the audit trail is unavailable; retry", nil)
+		return
+	}
+	if a.runner != nil {
+		a.runner.Wake()
+	}
+	w.Header().Set("Location", "/v1/erasures/"+e.ID)
+	httpserver.WriteJSON(w, http.StatusAccepted, map[string]string{"id": e.ID, "status": e.Status})
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if _, err := uuid.Parse(id); err != nil {
+		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no such erasure", nil)
+		return
+	}
+	e, err := a.store.Get(r.Context(), id)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, e)
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", "limit must be 1..1000", nil)
+			return
+		}
+		limit = n
+	}
+	list, err := a.store.List(r.Context(), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"erasures": list})
+}
+
+func (a *API) suppressions(w http.ResponseWriter, r *http.Request) {
+	list, err := a.store.Suppressions(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"suppressions": list})
+}
+
+// lift ends a suppression: DELETE /v1/suppressions?app_id=&device_id=.
+func (a *API) lift(w http.ResponseWriter, r *http.Request) {
+	s := Subject{AppID: r.URL.Query().Get("app_id"), DeviceID: r.URL.Query().Get("device_id")}
+	if err := validate(s); err != nil {
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
+		return
+	}
+	if err := a.record(r, "privacy.suppression.lift", "/v1/suppressions", http.StatusNoContent); err != nil {
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the audit trail is unavailable; retry", nil)
+		return
+	}
+	caller, _ := authz.FromContext(r.Context())
+	if err := a.store.LiftSuppression(r.Context(), s, caller.Actor()); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// record audits an admin action with the person (or the admin key) as the
+// actor; the subject's device id is not written into the audit trail.
+func (a *API) record(r *http.Request, action, resource string, status int) error {
+	if a.audit == nil {
+		return nil
+	}
+	caller, _ := authz.FromContext(r.Context())
+	rid := r.Header.Get("X-Request-ID")
+	if len(rid) > 64 {
+		rid = rid[:64]
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	return a.audit.Audit(ctx, wire.AuditRecord{ID: uuid.Must(uuid.NewV7()).String(), Time: time.Now().UTC(),
+		ActorToken: caller.Actor(), Action: action, Resource: resource, Outcome: status, RequestID: rid})
+}
+
+// fail maps the service's errors to statuses.
+func (a *API) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no such erasure or suppression", nil)
+	case errors.Is(err, ErrUnknownApp):
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_app", "no data is stored for this app_id", nil)
+	case errors.Is(err, ErrBusy):
+		httpserver.WriteError(w, http.StatusConflict, "erasure_in_progress", "an erasure of this device is already queued or running", nil)
+	case errors.Is(err, ErrUnavailable):
+		a.log.Error("privacy request failed", "err", err)
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "database unavailable; retry", nil)
+	default:
+		a.log.Error("privacy request failed", "err", err)
+		httpserver.WriteError(w, http.StatusInternalServerError, "internal", "internal error", nil)
+	}
+}

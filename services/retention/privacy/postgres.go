@@ -1,0 +1,346 @@
+package privacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PG is the events DB side: the erasures and suppressions tables and the
+// erasure of events, late events, facts and rollups.
+type PG struct {
+	pool *pgxpool.Pool
+}
+
+// NewPG returns the events DB adapter over pool.
+func NewPG(pool *pgxpool.Pool) *PG { return &PG{pool: pool} }
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
+}
+
+const erasureCols = `id::text, app_id, device_id, suppress, status, requested_by, requested_at,
+	started_at, finished_at, attempts, report, error`
+
+func scanErasure(row pgx.Row) (*Erasure, error) {
+	var e Erasure
+	err := row.Scan(&e.ID, &e.AppID, &e.DeviceID, &e.Suppress, &e.Status, &e.RequestedBy, &e.RequestedAt,
+		&e.StartedAt, &e.FinishedAt, &e.Attempts, &e.Report, &e.Error)
+	return &e, err
+}
+
+// Create implements Store.
+func (p *PG) Create(ctx context.Context, e *Erasure) error {
+	var known bool
+	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events.events WHERE app_id = $1)
+		OR EXISTS (SELECT 1 FROM events.late_events WHERE app_id = $1)
+		OR EXISTS (SELECT 1 FROM facts.events_by_country_per_month WHERE app_id = $1)`, e.AppID).Scan(&known)
+	if err != nil {
+		return unavailable("check app", err)
+	}
+	if !known {
+		return fmt.Errorf("app %q: %w", e.AppID, ErrUnknownApp)
+	}
+	row := p.pool.QueryRow(ctx, `INSERT INTO events.erasures (id, app_id, device_id, suppress, status, requested_by)
+		VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING `+erasureCols, e.ID, e.AppID, e.DeviceID, e.Suppress, e.RequestedBy)
+	got, err := scanErasure(row)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		return fmt.Errorf("app %q device: %w", e.AppID, ErrBusy)
+	}
+	if err != nil {
+		return unavailable("create erasure", err)
+	}
+	*e = *got
+	return nil
+}
+
+// Delete implements Store.
+func (p *PG) Delete(ctx context.Context, id string) error {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM events.erasures WHERE id = $1 AND status = 'queued'`, id); err != nil {
+		return unavailable("delete erasure", err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (p *PG) Get(ctx context.Context, id string) (*Erasure, error) {
+	e, err := scanErasure(p.pool.QueryRow(ctx, `SELECT `+erasureCols+` FROM events.erasures WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, unavailable("get erasure", err)
+	}
+	return e, nil
+}
+
+// List implements Store.
+func (p *PG) List(ctx context.Context, limit int) ([]Erasure, error) {
+	rows, err := p.pool.Query(ctx, `SELECT `+erasureCols+` FROM events.erasures ORDER BY requested_at DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, unavailable("list erasures", err)
+	}
+	defer rows.Close()
+	out := []Erasure{}
+	for rows.Next() {
+		e, err := scanErasure(rows)
+		if err != nil {
+			return nil, unavailable("list erasures", err)
+		}
+		out = append(out, *e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list erasures", err)
+	}
+	return out, nil
+}
+
+// LiftSuppression implements Store.
+func (p *PG) LiftSuppression(ctx context.Context, s Subject, by string) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE events.suppressions SET lifted_at = now(), lifted_by = $3
+		WHERE app_id = $1 AND device_id = $2 AND lifted_at IS NULL`, s.AppID, s.DeviceID, by)
+	if err != nil {
+		return unavailable("lift suppression", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Suppressions implements Store.
+func (p *PG) Suppressions(ctx context.Context) ([]Suppression, error) {
+	rows, err := p.pool.Query(ctx, `SELECT app_id, device_id, created_at, created_by, coalesce(erasure_id::text, '')
+		FROM events.suppressions WHERE lifted_at IS NULL ORDER BY created_at DESC LIMIT 1000`)
+	if err != nil {
+		return nil, unavailable("list suppressions", err)
+	}
+	defer rows.Close()
+	out := []Suppression{}
+	for rows.Next() {
+		var s Suppression
+		if err := rows.Scan(&s.AppID, &s.DeviceID, &s.CreatedAt, &s.CreatedBy, &s.ErasureID); err != nil {
+			return nil, unavailable("list suppressions", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// Claim takes the oldest queued erasure, or one left running by a runner
+// that stopped (only the holder of the runner lock claims), and marks it
+// running. It returns nil when there is none.
+func (p *PG) Claim(ctx context.Context) (*Erasure, error) {
+	e, err := scanErasure(p.pool.QueryRow(ctx, `UPDATE events.erasures SET status = 'running',
+		started_at = coalesce(started_at, now()), attempts = attempts + 1
+		WHERE id = (SELECT id FROM events.erasures WHERE status IN ('queued', 'running') ORDER BY requested_at LIMIT 1)
+		RETURNING `+erasureCols))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, unavailable("claim erasure", err)
+	}
+	return e, nil
+}
+
+// Finish records an erasure's end (done or failed) with its report.
+func (p *PG) Finish(ctx context.Context, e *Erasure) error {
+	_, err := p.pool.Exec(ctx, `UPDATE events.erasures SET status = $2, finished_at = now(), report = $3, error = $4 WHERE id = $1`,
+		e.ID, e.Status, e.Report, e.Error)
+	if err != nil {
+		return unavailable("finish erasure", err)
+	}
+	return nil
+}
+
+// Suppress puts the subject under suppression (again, if it was lifted).
+func (p *PG) Suppress(ctx context.Context, e *Erasure) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
+		VALUES ($1, $2, $3, $4)
+		ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at = NULL, lifted_by = NULL,
+			created_at = CASE WHEN events.suppressions.lifted_at IS NULL THEN events.suppressions.created_at ELSE now() END,
+			created_by = excluded.created_by, erasure_id = excluded.erasure_id`,
+		e.AppID, e.DeviceID, e.RequestedBy, e.ID)
+	if err != nil {
+		return unavailable("suppress", err)
+	}
+	return nil
+}
+
+// WaitAggregated waits until the aggregator has folded every fact queued
+// before t (facts.facts_to_process holds none enqueued at or before t), so
+// the subject's facts are all in the rollups before they are subtracted.
+func (p *PG) WaitAggregated(ctx context.Context, t time.Time, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		var pending bool
+		if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM facts.facts_to_process WHERE enqueued_at <= $1)`, t).Scan(&pending); err != nil {
+			return unavailable("aggregation backlog", err)
+		}
+		if !pending {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the aggregator has not folded the facts queued before %s within %s", t.Format(time.RFC3339), timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// erasedFacts is the session's table of one batch's deleted facts, from
+// which the rollups are decremented; emptied at commit.
+const erasedFacts = `CREATE TEMP TABLE IF NOT EXISTS erased_facts (
+	occurred_at timestamptz, app_id text, country char(2), device_model_id integer, os text, threats text[]
+) ON COMMIT DELETE ROWS`
+
+// eraseEventsSQL deletes at most $3 events of the subject (any partition:
+// the index by (app_id, device_id) on each) and their facts, and keeps the
+// facts for the decrement. It returns the events and facts deleted.
+const eraseEventsSQL = `
+WITH victims AS (
+	SELECT id, received_at FROM events.events WHERE app_id = $1 AND device_id = $2 LIMIT $3
+), del AS (
+	DELETE FROM events.events e USING victims v
+	WHERE e.id = v.id AND e.received_at = v.received_at AND e.app_id = $1 AND e.device_id = $2
+	RETURNING e.id, e.received_at
+), fdel AS (
+	DELETE FROM facts.facts f USING del d
+	WHERE f.event_id = d.id AND f.received_at = d.received_at AND f.app_id = $1
+	RETURNING f.occurred_at, f.app_id, f.country, f.device_model_id, f.os, f.threats
+), kept AS (
+	INSERT INTO erased_facts SELECT * FROM fdel RETURNING 1
+)
+SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM kept)`
+
+// decrementSQL subtracts erased_facts from the twelve per-app rollups and
+// their twelve all-apps summaries (the aggregator's rollupSQL, negated:
+// same buckets, same keys), then removes the rows left at zero, so every
+// rollup stays equal to a count(*) over the remaining events. Rows are
+// locked in key order, as the aggregator does, so the two never deadlock.
+var decrementSQL = func() []string {
+	grains := []struct{ table, bucket string }{
+		{"hour", "date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"},
+		{"day", "(occurred_at AT TIME ZONE 'UTC')::date"},
+		{"month", "date_trunc('month', occurred_at AT TIME ZONE 'UTC')::date"},
+	}
+	keys := []struct{ table, col, expr, from string }{
+		{"country", "country", "country", "erased_facts"},
+		{"device_model", "device_model_id", "device_model_id", "erased_facts"},
+		{"os", "os", "os", "erased_facts"},
+		{"threat", "threat", "x.threat", "erased_facts s, unnest(s.threats) AS x(threat)"},
+	}
+	var out []string
+	for _, k := range keys {
+		for _, g := range grains {
+			out = append(out, fmt.Sprintf(`WITH d AS (SELECT app_id, %[3]s AS bucket, %[4]s AS k, count(*) AS n FROM %[5]s GROUP BY 1, 2, 3),
+l AS (SELECT t.app_id, t.bucket, t.%[2]s FROM facts.events_by_%[1]s t JOIN d ON t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k ORDER BY 1, 2, 3 FOR UPDATE OF t),
+u AS (UPDATE facts.events_by_%[1]s t SET count = t.count - d.n FROM d WHERE t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k AND (SELECT count(*) FROM l) >= 0 RETURNING t.count)
+SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from),
+				fmt.Sprintf(`WITH d AS (SELECT %[3]s AS bucket, %[4]s AS k, count(*) AS n FROM %[5]s GROUP BY 1, 2),
+l AS (SELECT t.bucket, t.%[2]s FROM facts.all_apps_events_by_%[1]s t JOIN d ON t.bucket = d.bucket AND t.%[2]s = d.k ORDER BY 1, 2 FOR UPDATE OF t),
+u AS (UPDATE facts.all_apps_events_by_%[1]s t SET count = t.count - d.n FROM d WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND (SELECT count(*) FROM l) >= 0 RETURNING t.count)
+SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
+			out = append(out,
+				fmt.Sprintf(`DELETE FROM facts.events_by_%s_per_%s WHERE app_id = $1 AND count <= 0`, k.table, g.table),
+				fmt.Sprintf(`DELETE FROM facts.all_apps_events_by_%s_per_%s WHERE count <= 0`, k.table, g.table))
+		}
+	}
+	return out
+}()
+
+// Batch is what one batch of EraseEvents did.
+type Batch struct {
+	Events, Facts, RollupRows, RollupRowsRemoved int64
+}
+
+// EraseEvents deletes at most n of the subject's events, their facts and
+// their counts in every rollup, in one transaction.
+func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
+	var b Batch
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; "+erasedFacts); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, eraseEventsSQL, s.AppID, s.DeviceID, n).Scan(&b.Events, &b.Facts); err != nil {
+			return fmt.Errorf("delete events: %w", err)
+		}
+		if b.Facts == 0 {
+			return nil
+		}
+		for _, q := range decrementSQL {
+			if strings.HasPrefix(q, "DELETE") {
+				args := []any{}
+				if strings.Contains(q, "$1") {
+					args = append(args, s.AppID)
+				}
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return fmt.Errorf("remove zero rollup rows: %w", err)
+				}
+				continue
+			}
+			var adj, zero int64
+			if err := tx.QueryRow(ctx, q).Scan(&adj, &zero); err != nil {
+				return fmt.Errorf("decrement rollups: %w", err)
+			}
+			b.RollupRows += adj
+			b.RollupRowsRemoved += zero
+		}
+		return nil
+	})
+	if err != nil {
+		return Batch{}, unavailable("erase events", err)
+	}
+	return b, nil
+}
+
+// EraseLate deletes at most n of the subject's held late events (they
+// have no facts and are in no rollup).
+func (p *PG) EraseLate(ctx context.Context, s Subject, n int) (int64, error) {
+	tag, err := p.pool.Exec(ctx, `DELETE FROM events.late_events WHERE ctid IN (
+		SELECT ctid FROM events.late_events WHERE app_id = $1 AND device_id = $2 LIMIT $3)`, s.AppID, s.DeviceID, n)
+	if err != nil {
+		return 0, unavailable("erase late events", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// ArchivedMonths lists the months of events.events with a verified archive.
+func (p *PG) ArchivedMonths(ctx context.Context) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `SELECT to_char(month AT TIME ZONE 'UTC', 'YYYY-MM') FROM events.archives
+		WHERE table_name = 'events.events' ORDER BY month`)
+	if err != nil {
+		return nil, unavailable("archived months", err)
+	}
+	months, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, unavailable("archived months", err)
+	}
+	if months == nil {
+		months = []string{}
+	}
+	return months, nil
+}
+
+// Verify counts what is left of the subject in the events DB.
+func (p *PG) Verify(ctx context.Context, s Subject) (v Verification, err error) {
+	err = p.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2),
+		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND device_id = $2)`,
+		s.AppID, s.DeviceID).Scan(&v.Events, &v.LateEvents)
+	if err != nil {
+		return v, unavailable("verify", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,142 @@
+// Package privacy erases a data subject (one device of one app) from every
+// store on request, as a job whose state lives in PostgreSQL
+// (events.erasures), and keeps the subject's later events out through a
+// suppression the processor honours (events.suppressions).
+//
+// A job: suppress the subject (always while it runs; kept afterwards when
+// the request asked for it), wait until the processors have re-read the
+// suppressions and the aggregator has folded every fact queued before,
+// then delete in batches (each batch one short transaction): the events of
+// every partition with their facts, subtracting them from every rollup, the
+// held late events, and redact the audit bodies that hold the subject's
+// events (row and body_sha256 kept). A verification query then counts what
+// is left; the job is done only when it finds nothing. Every step can be
+// repeated, so a job cut short by a restart resumes from its start.
+package privacy
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Statuses of an erasure.
+const (
+	StatusQueued  = "queued"
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// Limits of a request's fields.
+const (
+	MaxAppID    = 128
+	MaxDeviceID = 256
+)
+
+// Errors of the service; the HTTP layer maps them to statuses.
+var (
+	// ErrInvalid means a field is missing or malformed (422).
+	ErrInvalid = errors.New("invalid request")
+	// ErrUnknownApp means no event, late event or rollup names the app (422).
+	ErrUnknownApp = errors.New("unknown app")
+	// ErrBusy means an erasure of the same subject is queued or running (409).
+	ErrBusy = errors.New("an erasure of this subject is queued or running")
+	// ErrNotFound means no such erasure or suppression (404).
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable wraps database failures (503).
+	ErrUnavailable = errors.New("database unavailable")
+)
+
+// Subject is one device of one app.
+type Subject struct {
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id"`
+}
+
+// Erasure is one erasure request and its state.
+type Erasure struct {
+	ID          string     `json:"id"`
+	AppID       string     `json:"app_id"`
+	DeviceID    string     `json:"device_id"`
+	Suppress    bool       `json:"suppress"`
+	Status      string     `json:"status"`
+	RequestedBy string     `json:"requested_by"`
+	RequestedAt time.Time  `json:"requested_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	Attempts    int        `json:"attempts"`
+	Report      Report     `json:"report"`
+	Error       string     `json:"error,omitempty"`
+}
+
+// Subject returns the erasure's subject.
+func (e *Erasure) Subject() Subject { return Subject{e.AppID, e.DeviceID} }
+
+// Report is what an erasure did, per store.
+type Report struct {
+	// Events deleted from events.events (every partition) and their facts.
+	Events int64 `json:"events_deleted"`
+	Facts  int64 `json:"facts_deleted"`
+	// RollupRows is how many rollup rows were decremented (per-app rollups
+	// and their all-apps summaries); RollupRowsRemoved those that reached 0
+	// and were removed (a bucket no remaining event is in).
+	RollupRows        int64 `json:"rollup_rows_adjusted"`
+	RollupRowsRemoved int64 `json:"rollup_rows_removed"`
+	LateEvents        int64 `json:"late_events_deleted"`
+	AuditBodies       int64 `json:"audit_bodies_redacted"`
+	Batches           int   `json:"batches"`
+	// ArchivedMonths are the months of events.events with a verified
+	// archive written before this erasure (whose files may hold the
+	// subject's rows; see docs/privacy.md).
+	ArchivedMonths []string `json:"archived_months"`
+	// Suppressed tells whether the subject stays suppressed.
+	Suppressed bool `json:"suppressed"`
+	// Verification is what a final count found left of the subject.
+	Verification *Verification `json:"verification,omitempty"`
+	Seconds      float64       `json:"seconds"`
+}
+
+// Verification is the result of the final check: every count must be 0.
+type Verification struct {
+	Events      int64 `json:"events"`
+	LateEvents  int64 `json:"late_events"`
+	AuditBodies int64 `json:"audit_bodies"`
+	Clean       bool  `json:"clean"`
+}
+
+// Store keeps erasures and suppressions and erases from the events DB.
+type Store interface {
+	// Create stores a queued erasure. Errors: ErrUnknownApp, ErrBusy,
+	// ErrUnavailable.
+	Create(ctx context.Context, e *Erasure) error
+	// Delete removes a queued erasure that was never run (its audit record
+	// could not be written). Errors: ErrUnavailable.
+	Delete(ctx context.Context, id string) error
+	// Get returns one erasure. Errors: ErrNotFound, ErrUnavailable.
+	Get(ctx context.Context, id string) (*Erasure, error)
+	// List returns the latest limit erasures, newest first.
+	List(ctx context.Context, limit int) ([]Erasure, error)
+	// LiftSuppression ends a subject's suppression. Errors: ErrNotFound.
+	LiftSuppression(ctx context.Context, s Subject, by string) error
+	// Suppressions lists the active suppressions.
+	Suppressions(ctx context.Context) ([]Suppression, error)
+}
+
+// Suppression is an active suppression.
+type Suppression struct {
+	Subject
+	CreatedAt time.Time `json:"created_at"`
+	CreatedBy string    `json:"created_by"`
+	ErasureID string    `json:"erasure_id,omitempty"`
+}
+
+// Redactor redacts audit bodies that hold a subject's events.
+type Redactor interface {
+	// RedactBatch sets the body of at most n audit rows of the subject's
+	// app whose body holds the device id to NULL (row and body_sha256
+	// kept) and returns how many it changed.
+	RedactBatch(ctx context.Context, s Subject, n int) (int64, error)
+	// Remaining counts the audit bodies still holding the subject.
+	Remaining(ctx context.Context, s Subject) (int64, error)
+}

@@ -1,0 +1,238 @@
+package privacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// RunnerConfig bounds the job.
+type RunnerConfig struct {
+	// BatchRows is the most events one transaction deletes.
+	BatchRows int
+	// Settle is how long the job waits after suppressing before it deletes:
+	// at least two of the processor's PROCESSOR_SUPPRESSION_REFRESH, so no
+	// event of the subject is stored after the deletion.
+	Settle time.Duration
+	// AggregateWait bounds the wait for the aggregator's backlog.
+	AggregateWait time.Duration
+	// Poll is how often the runner looks for queued erasures.
+	Poll time.Duration
+}
+
+// Metrics are the runner's metrics (prefix privacy_).
+type Metrics struct {
+	Erasures *prometheus.CounterVec // by final status
+	Rows     *prometheus.CounterVec // by store
+	Running  prometheus.Gauge
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Erasures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erasures_total",
+			Help: "Erasures finished, by status (done, failed)."}, []string{"status"}),
+		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erased_rows_total",
+			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, audit_bodies)."}, []string{"store"}),
+		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_running",
+			Help: "1 while this process runs an erasure."}),
+	}
+	reg.MustRegister(m.Erasures, m.Rows, m.Running)
+	return m
+}
+
+// Runner runs queued erasures one at a time. Only the holder of a
+// Postgres advisory lock runs (one runner however many replicas).
+type Runner struct {
+	pg      *PG
+	audit   Redactor
+	cfg     RunnerConfig
+	metrics *Metrics
+	log     *slog.Logger
+	notify  chan struct{}
+}
+
+// NewRunner returns a runner.
+func NewRunner(pg *PG, audit Redactor, cfg RunnerConfig, m *Metrics, log *slog.Logger) *Runner {
+	return &Runner{pg: pg, audit: audit, cfg: cfg, metrics: m, log: log, notify: make(chan struct{}, 1)}
+}
+
+// Wake makes the runner look for work now.
+func (r *Runner) Wake() {
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// runnerLock is the advisory lock key of the erasure runner.
+const runnerLock = 0x7072697661637931 // "privacy1"
+
+// Run takes the runner lock, then runs erasures until ctx ends.
+func (r *Runner) Run(ctx context.Context, pool *pgxpool.Pool) error {
+	for ctx.Err() == nil {
+		conn, err := pool.Acquire(ctx)
+		if err == nil {
+			var got bool
+			if err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(runnerLock)).Scan(&got); err == nil && got {
+				err = r.loop(ctx, conn.Conn().PgConn().IsClosed)
+				_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(runnerLock))
+			}
+			conn.Release()
+		}
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("erasure runner paused", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.cfg.Poll):
+		}
+	}
+	return nil
+}
+
+func (r *Runner) loop(ctx context.Context, lost func() bool) error {
+	for ctx.Err() == nil {
+		if lost() {
+			return errors.New("runner lock connection lost")
+		}
+		e, err := r.pg.Claim(ctx)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			select {
+			case <-ctx.Done():
+			case <-r.notify:
+			case <-time.After(r.cfg.Poll):
+			}
+			continue
+		}
+		r.run(ctx, e)
+	}
+	return nil
+}
+
+// run performs one erasure and records its outcome. A job cut short by
+// ctx stays running and is taken up again by the next runner.
+func (r *Runner) run(ctx context.Context, e *Erasure) {
+	r.metrics.Running.Set(1)
+	defer r.metrics.Running.Set(0)
+	start := time.Now()
+	log := r.log.With("erasure_id", e.ID, "app_id", e.AppID)
+	log.Info("erasure started", "attempt", e.Attempts)
+	rep, err := r.erase(ctx, e)
+	if ctx.Err() != nil {
+		log.Info("erasure interrupted; it resumes on the next start")
+		return
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	e.Report = rep
+	e.Status = StatusDone
+	if err != nil {
+		e.Status, e.Error = StatusFailed, err.Error()
+		log.Error("erasure failed", "err", err)
+	} else {
+		log.Info("erasure done", "events", rep.Events, "late_events", rep.LateEvents, "audit_bodies", rep.AuditBodies, "seconds", rep.Seconds)
+	}
+	if err := r.pg.Finish(context.WithoutCancel(ctx), e); err != nil {
+		log.Error("erasure outcome not recorded; it runs again", "err", err)
+		return
+	}
+	r.metrics.Erasures.WithLabelValues(e.Status).Inc()
+}
+
+func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
+	rep := Report{Suppressed: e.Suppress}
+	s := e.Subject()
+	// Suppressed while the job runs, whatever the request says: a device
+	// still sending would otherwise race the deletion (and its facts the
+	// rollup decrement).
+	if err := r.pg.Suppress(ctx, e); err != nil {
+		return rep, err
+	}
+	select {
+	case <-ctx.Done():
+		return rep, ctx.Err()
+	case <-time.After(r.cfg.Settle):
+	}
+	if err := r.pg.WaitAggregated(ctx, time.Now(), r.cfg.AggregateWait); err != nil {
+		return rep, err
+	}
+	for {
+		b, err := r.pg.EraseEvents(ctx, s, r.cfg.BatchRows)
+		if err != nil {
+			return rep, err
+		}
+		if b.Events == 0 {
+			break
+		}
+		if b.Facts != b.Events {
+			// An event without its fact (or a fact twice) would leave a
+			// rollup off; the transaction has committed, so say so.
+			return rep, fmt.Errorf("batch deleted %d events but %d facts", b.Events, b.Facts)
+		}
+		rep.Batches++
+		rep.Events += b.Events
+		rep.Facts += b.Facts
+		rep.RollupRows += b.RollupRows
+		rep.RollupRowsRemoved += b.RollupRowsRemoved
+		r.metrics.Rows.WithLabelValues("events").Add(float64(b.Events))
+		r.metrics.Rows.WithLabelValues("facts").Add(float64(b.Facts))
+		r.metrics.Rows.WithLabelValues("rollup_rows").Add(float64(b.RollupRows))
+	}
+	for {
+		n, err := r.pg.EraseLate(ctx, s, r.cfg.BatchRows)
+		if err != nil {
+			return rep, err
+		}
+		if n == 0 {
+			break
+		}
+		rep.LateEvents += n
+		r.metrics.Rows.WithLabelValues("late_events").Add(float64(n))
+	}
+	if r.audit != nil {
+		for {
+			n, err := r.audit.RedactBatch(ctx, s, 500)
+			if err != nil {
+				return rep, err
+			}
+			if n == 0 {
+				break
+			}
+			rep.AuditBodies += n
+			r.metrics.Rows.WithLabelValues("audit_bodies").Add(float64(n))
+		}
+	}
+	months, err := r.pg.ArchivedMonths(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.ArchivedMonths = months
+	v, err := r.pg.Verify(ctx, s)
+	if err != nil {
+		return rep, err
+	}
+	if r.audit != nil {
+		if v.AuditBodies, err = r.audit.Remaining(ctx, s); err != nil {
+			return rep, err
+		}
+	}
+	v.Clean = v.Events == 0 && v.LateEvents == 0 && v.AuditBodies == 0
+	rep.Verification = &v
+	if !v.Clean {
+		return rep, fmt.Errorf("verification found the subject left: %+v", v)
+	}
+	if !e.Suppress {
+		if err := r.pg.LiftSuppression(ctx, s, "erasure "+e.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
