@@ -32,6 +32,9 @@ var (
 	// VisualRenderer is the visual renderer's document.
 	//go:embed visualrenderer.openapi.json
 	VisualRenderer []byte
+	// Alerts is the alerts service's document (rules and SIEM forwarders).
+	//go:embed alerts.openapi.json
+	Alerts []byte
 )
 
 // Documents names every document by its service.
@@ -43,6 +46,7 @@ func Documents() map[string][]byte {
 		"identity":    Identity,
 		// The visual renderer's pages answer HTML; its API, JSON.
 		"visualrenderer": VisualRenderer,
+		"alerts":         Alerts,
 	}
 }
 

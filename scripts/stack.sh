@@ -191,7 +191,10 @@ ensure_dirs() {
 # gcc + libc6-dev: `go test -race` (make test) needs cgo.
 # chromium + fonts-liberation: the dashboards' browser tests (chromedp drives
 # /usr/bin/chromium headless; the fonts match the charts' Liberation Sans).
-PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq curl gcc libc6-dev chromium fonts-liberation)
+# libxstream-java: the broker writes its statistics plugin's answers as XML with XStream
+# (STOMP transformation jms-map-xml, read by the collector's broker_* metrics); Debian's
+# activemq package does not ship it.
+PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq libxstream-java curl gcc libc6-dev chromium fonts-liberation)
 
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -490,7 +493,9 @@ start_activemq() {
   [ -f "$AMQ_HOME/bin/activemq.jar" ] || die "ActiveMQ not installed at $AMQ_HOME (run: $0 install)"
   command -v java >/dev/null || die "java not found (run: $0 install)"
   if ! comp_running activemq; then
-    mkdir -p "$base/conf" "$base/data" "$base/tmp"
+    mkdir -p "$base/conf" "$base/data" "$base/tmp" "$base/lib"
+    # $base/lib is on the broker's classpath (activemq.base): XStream for jms-map-xml.
+    [ -f /usr/share/java/xstream.jar ] && ln -sfn /usr/share/java/xstream.jar "$base/lib/xstream.jar"
     sed -e "s/@STOMP_PORT@/$STOMP_PORT/g" -e "s/@OPENWIRE_PORT@/$OPENWIRE_PORT/g" \
       "$tmpl" >"$base/conf/activemq.xml"
     # Debian's ActiveMQ 5.17 logs through log4j 1.2 (slf4j-log4j12), so a log4j.properties

@@ -28,7 +28,8 @@ type warmResponse struct {
 
 // Warm loads the active tokens the tokens service lists as most recently
 // used or created (at most Config.WarmLimit, in one request) into the
-// cache, and returns how many it added. Tokens already cached (a
+// cache, and returns how many it added; it waits at most 5 x
+// Config.Timeout for the answer. Tokens already cached (a
 // revocation announced meanwhile, say) are left alone. While it runs,
 // checks of tokens not in the cache wait for it (at most Config.Timeout)
 // instead of each starting a lookup. Call it once at start; on error the
@@ -41,7 +42,9 @@ func (c *Client) Warm(ctx context.Context) (int, error) {
 		close(done)
 	}()
 	started := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	// One answer of up to WarmLimit tokens (about 7 MB for 50,000): more
+	// time than one lookup.
+	ctx, cancel := context.WithTimeout(ctx, 5*c.cfg.Timeout)
 	defer cancel()
 	u := strings.TrimSuffix(c.url, "/v1/introspect") + "/v1/introspect/active?limit=" + strconv.Itoa(c.cfg.WarmLimit)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -90,6 +90,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	pub := mq.NewPublisher(cfg.Broker, log)
 	defer pub.Close()
 	checks["broker"] = pub.Ping
+	exportBrokerStats(ctx, cfg.Broker, cfg.EventsQueue, reg, log)
 	conns := cfg.Broker.Conns
 	if conns <= 0 {
 		conns = 1

@@ -1,0 +1,187 @@
+// Package notify delivers a transition's notification to its rule's
+// channel: a webhook (the JSON body, signed), a Slack-compatible incoming
+// webhook, or an email through an SMTP relay.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/smtp"
+	neturl "net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"threatview/alerts"
+)
+
+// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the body
+// keyed with the channel's secret.
+const SignatureHeader = "X-ThreatView-Signature"
+
+// DeliveryHeader carries the transition's id: a receiver that sees it twice
+// (a crash between its answer and our record of it) drops the second copy.
+const DeliveryHeader = "X-ThreatView-Delivery"
+
+// Sign returns the signature header value of body.
+func Sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// SMTP is the relay email goes through.
+type SMTP struct {
+	Addr     string // host:port; blank: email channels fail (dead-lettered)
+	From     string
+	Username string
+	Password string
+}
+
+// Sender sends notifications.
+type Sender struct {
+	HTTP *http.Client
+	SMTP SMTP
+}
+
+// New returns a Sender whose HTTP calls take at most timeout and follow no
+// redirect.
+func New(timeout time.Duration, relay SMTP) *Sender {
+	return &Sender{SMTP: relay, HTTP: &http.Client{Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// Send delivers body (an alerts.Notification as JSON) for transition id to
+// ch; nil means the receiver accepted it.
+func (s *Sender) Send(ctx context.Context, ch alerts.Channel, id int64, body []byte) error {
+	switch ch.Type {
+	case alerts.ChannelWebhook:
+		return s.post(ctx, ch.URL, id, body, Sign(ch.Secret, body))
+	case alerts.ChannelSlack:
+		var n alerts.Notification
+		if err := json.Unmarshal(body, &n); err != nil {
+			return fmt.Errorf("decode notification %d: %w", id, err)
+		}
+		slack, _ := json.Marshal(map[string]string{"text": Text(n)})
+		return s.post(ctx, ch.URL, id, slack, "")
+	case alerts.ChannelEmail:
+		var n alerts.Notification
+		if err := json.Unmarshal(body, &n); err != nil {
+			return fmt.Errorf("decode notification %d: %w", id, err)
+		}
+		return s.mail(ctx, ch.To, id, n)
+	}
+	return fmt.Errorf("channel type %q", ch.Type)
+}
+
+// Text is the one-line summary of n (Slack text, email subject).
+func Text(n alerts.Notification) string {
+	scope := "all apps"
+	if n.AppID != "" {
+		scope = "app " + n.AppID
+	}
+	threat := "any threat"
+	if n.Threat != "" {
+		threat = n.Threat
+	}
+	verb := "FIRING"
+	if n.State == "resolved" {
+		verb = "resolved"
+	}
+	return fmt.Sprintf("[Threat View] %s %s: %d sightings of %s in %s over %ds (threshold %d)",
+		verb, n.Name, n.Value, threat, scope, n.WindowSeconds, n.Threshold)
+}
+
+func (s *Sender) post(ctx context.Context, url string, id int64, body []byte, sig string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "ThreatView-Alerts")
+	req.Header.Set(DeliveryHeader, strconv.FormatInt(id, 10))
+	if sig != "" {
+		req.Header.Set(SignatureHeader, sig)
+	}
+	resp, err := s.HTTP.Do(req)
+	var ue *neturl.Error
+	if errors.As(err, &ue) {
+		// Not the URL: a Slack webhook URL is itself a secret.
+		return fmt.Errorf("notify: %s: %w", ue.Op, ue.Err)
+	}
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("notify: receiver answered %d", resp.StatusCode)
+	}
+	return nil
+}
+
+func (s *Sender) mail(ctx context.Context, to string, id int64, n alerts.Notification) error {
+	if s.SMTP.Addr == "" {
+		return fmt.Errorf("email: ALERTS_SMTP_ADDR is not set")
+	}
+	host, _, err := net.SplitHostPort(s.SMTP.Addr)
+	if err != nil {
+		return fmt.Errorf("email: ALERTS_SMTP_ADDR: %w", err)
+	}
+	d := net.Dialer{Timeout: 10 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", s.SMTP.Addr)
+	if err != nil {
+		return fmt.Errorf("email: %w", err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	_ = conn.SetDeadline(deadline)
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("email: %w", err)
+	}
+	defer c.Close()
+	if s.SMTP.Username != "" {
+		// net/smtp's PlainAuth refuses to send the password over a
+		// connection that is neither TLS nor to localhost.
+		if err := c.Auth(smtp.PlainAuth("", s.SMTP.Username, s.SMTP.Password, host)); err != nil {
+			return fmt.Errorf("email auth: %w", err)
+		}
+	}
+	if err := c.Mail(s.SMTP.From); err != nil {
+		return fmt.Errorf("email MAIL FROM: %w", err)
+	}
+	if err := c.Rcpt(to); err != nil {
+		return fmt.Errorf("email RCPT TO: %w", err)
+	}
+	w, err := c.Data()
+	if err != nil {
+		return fmt.Errorf("email DATA: %w", err)
+	}
+	body, _ := json.MarshalIndent(n, "", "  ")
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <alert-%d-%s@threatview>\r\n",
+		s.SMTP.From, to, Text(n), time.Now().UTC().Format(time.RFC1123Z), id, n.RuleID)
+	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
+	msg.WriteString(Text(n) + "\r\n\r\n")
+	msg.WriteString(strings.ReplaceAll(string(body), "\n", "\r\n") + "\r\n")
+	if _, err := io.WriteString(w, msg.String()); err != nil {
+		return fmt.Errorf("email body: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("email end of DATA: %w", err)
+	}
+	return c.Quit()
+}

@@ -1,0 +1,596 @@
+// Package postgres is the alerts service's adapter to the events DB (schema
+// alerts): rules, transitions and notifications, forwarders and their
+// cursors, the outbox the processor writes, and the per-minute counts folded
+// from it.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"threatview/alerts"
+)
+
+// Store is the alerts schema. It is safe for concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects a pool of at most maxConns connections.
+func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse ALERTS_DATABASE_URL: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open events DB: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks the database answers (for /readyz).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping events DB: %w: %w", alerts.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func unavailable(op string, err error) error {
+	if errors.Is(err, alerts.ErrUnavailable) || errors.Is(err, alerts.ErrNotFound) || errors.Is(err, alerts.ErrInvalid) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w: %w", op, alerts.ErrUnavailable, err)
+}
+
+// inTx runs f in a transaction and commits only when f and then audit (the
+// change's audit record, posted before the commit) succeed: a change that
+// could not be audited is not made.
+func (s *Store) inTx(ctx context.Context, op string, f func(pgx.Tx) error, audit func(context.Context) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return unavailable(op, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := f(tx); err != nil {
+		return unavailable(op, err)
+	}
+	if audit != nil {
+		if err := audit(ctx); err != nil {
+			return unavailable(op, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return unavailable(op, err)
+	}
+	return nil
+}
+
+// CreateRule stores r (validated, with its id) and its initial state ok.
+func (s *Store) CreateRule(ctx context.Context, r *alerts.Rule, audit func(context.Context) error) error {
+	ch, err := json.Marshal(r.Channel)
+	if err != nil {
+		return fmt.Errorf("encode channel: %w", err)
+	}
+	return s.inTx(ctx, "create rule", func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO alerts.rules (id, name, app_id, threat, kind, window_seconds, threshold,
+			factor, channel, silenced_until, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) RETURNING created_at`,
+			r.ID, r.Name, r.AppID, r.Threat, r.Kind, r.WindowSeconds, r.Threshold, r.Factor, ch, r.SilencedUntil,
+			r.CreatedBy).Scan(&r.CreatedAt)
+		if err != nil {
+			return err
+		}
+		r.State = "ok"
+		_, err = tx.Exec(ctx, `INSERT INTO alerts.rule_state (rule_id, state, since) VALUES ($1, 'ok', now())`, r.ID)
+		return err
+	}, audit)
+}
+
+const ruleColumns = `r.id::text, r.name, r.app_id, r.threat, r.kind, r.window_seconds, r.threshold, r.factor,
+	r.channel, r.silenced_until, r.created_by, r.created_at, coalesce(st.state, 'ok')`
+
+func scanRule(row pgx.Row) (alerts.Rule, error) {
+	var r alerts.Rule
+	var ch []byte
+	err := row.Scan(&r.ID, &r.Name, &r.AppID, &r.Threat, &r.Kind, &r.WindowSeconds, &r.Threshold, &r.Factor,
+		&ch, &r.SilencedUntil, &r.CreatedBy, &r.CreatedAt, &r.State)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(ch, &r.Channel); err != nil {
+		return r, fmt.Errorf("decode channel of rule %s: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// Rules lists the live rules, oldest first, with their secrets (callers
+// showing them use Rule.Public).
+func (s *Store) Rules(ctx context.Context) ([]alerts.Rule, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+ruleColumns+` FROM alerts.rules r
+		LEFT JOIN alerts.rule_state st ON st.rule_id = r.id WHERE r.deleted_at IS NULL ORDER BY r.created_at, r.id`)
+	if err != nil {
+		return nil, unavailable("list rules", err)
+	}
+	defer rows.Close()
+	var out []alerts.Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, unavailable("list rules", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list rules", err)
+	}
+	return out, nil
+}
+
+// Rule returns one live rule; ErrNotFound when there is none.
+func (s *Store) Rule(ctx context.Context, id string) (alerts.Rule, error) {
+	r, err := scanRule(s.pool.QueryRow(ctx, `SELECT `+ruleColumns+` FROM alerts.rules r
+		LEFT JOIN alerts.rule_state st ON st.rule_id = r.id WHERE r.id = $1::uuid AND r.deleted_at IS NULL`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("rule %s: %w", id, alerts.ErrNotFound)
+	}
+	if err != nil {
+		return r, unavailable("get rule "+id, err)
+	}
+	return r, nil
+}
+
+// DeleteRule marks a rule deleted (its history stays) and drops its
+// pending notifications; ErrNotFound when it is not live.
+func (s *Store) DeleteRule(ctx context.Context, id string, audit func(context.Context) error) error {
+	return s.inTx(ctx, "delete rule "+id, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alerts.rules SET deleted_at = now() WHERE id = $1::uuid AND deleted_at IS NULL`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return alerts.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `UPDATE alerts.notifications SET status = 'dead', last_error = 'rule deleted'
+			WHERE rule_id = $1::uuid AND status = 'pending'`, id)
+		return err
+	}, audit)
+}
+
+// SilenceRule sets (or, with nil, clears) a rule's silence.
+func (s *Store) SilenceRule(ctx context.Context, id string, until *time.Time, audit func(context.Context) error) error {
+	return s.inTx(ctx, "silence rule "+id, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alerts.rules SET silenced_until = $2 WHERE id = $1::uuid AND deleted_at IS NULL`, id, until)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return alerts.ErrNotFound
+		}
+		return nil
+	}, audit)
+}
+
+// History returns a rule's transitions, newest first, at most limit.
+func (s *Store) History(ctx context.Context, id string, limit int) ([]alerts.Transition, error) {
+	if _, err := s.ruleExists(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.transitions(ctx, `t.rule_id = $1::uuid`, id, limit)
+}
+
+// Notifications returns transitions whose notification has status
+// ("pending", "sent" or "dead"), newest first, at most limit.
+func (s *Store) Notifications(ctx context.Context, status string, limit int) ([]alerts.Transition, error) {
+	return s.transitions(ctx, `n.status = $1`, status, limit)
+}
+
+func (s *Store) transitions(ctx context.Context, where string, arg any, limit int) ([]alerts.Transition, error) {
+	rows, err := s.pool.Query(ctx, `SELECT t.id, t.rule_id::text, t.state, t.value, t.threshold, t.at, t.silenced,
+			coalesce(n.status, ''), coalesce(n.attempts, 0), coalesce(n.last_error, '')
+		FROM alerts.transitions t LEFT JOIN alerts.notifications n ON n.transition_id = t.id
+		WHERE `+where+` ORDER BY t.id DESC LIMIT $2`, arg, limit)
+	if err != nil {
+		return nil, unavailable("list transitions", err)
+	}
+	defer rows.Close()
+	out := []alerts.Transition{}
+	for rows.Next() {
+		var t alerts.Transition
+		if err := rows.Scan(&t.ID, &t.RuleID, &t.State, &t.Value, &t.Threshold, &t.At, &t.Silenced,
+			&t.Notification, &t.Attempts, &t.LastError); err != nil {
+			return nil, unavailable("list transitions", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list transitions", err)
+	}
+	return out, nil
+}
+
+func (s *Store) ruleExists(ctx context.Context, id string) (bool, error) {
+	var ok bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alerts.rules WHERE id = $1::uuid)`, id).Scan(&ok); err != nil {
+		return false, unavailable("find rule "+id, err)
+	}
+	if !ok {
+		return false, fmt.Errorf("rule %s: %w", id, alerts.ErrNotFound)
+	}
+	return true, nil
+}
+
+// CreateForwarder stores f (validated, with its id).
+func (s *Store) CreateForwarder(ctx context.Context, f *alerts.Forwarder, audit func(context.Context) error) error {
+	return s.inTx(ctx, "create forwarder", func(tx pgx.Tx) error {
+		// A new forwarder starts at the outbox's end: it forwards the
+		// threat events committed from now on.
+		_, err := tx.Exec(ctx, `INSERT INTO alerts.cursors (name, xid, seq)
+			SELECT $1, coalesce(max(xid), '0'::xid8), coalesce(max(seq), 0) FROM alerts.outbox
+			 WHERE xid = (SELECT max(xid) FROM alerts.outbox)`, "fwd:"+f.ID)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO alerts.forwarders (id, name, type, url, format, app_ids, threats, ca_pem, created_by)
+			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING created_at`,
+			f.ID, f.Name, f.Type, f.URL, f.Format, f.AppIDs, f.Threats, f.CAPEM, f.CreatedBy).Scan(&f.CreatedAt)
+	}, audit)
+}
+
+// Forwarders lists the live forwarders, oldest first.
+func (s *Store) Forwarders(ctx context.Context) ([]alerts.Forwarder, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id::text, name, type, url, format, app_ids, threats, ca_pem, created_by, created_at
+		FROM alerts.forwarders WHERE deleted_at IS NULL ORDER BY created_at, id`)
+	if err != nil {
+		return nil, unavailable("list forwarders", err)
+	}
+	defer rows.Close()
+	out := []alerts.Forwarder{}
+	for rows.Next() {
+		var f alerts.Forwarder
+		if err := rows.Scan(&f.ID, &f.Name, &f.Type, &f.URL, &f.Format, &f.AppIDs, &f.Threats, &f.CAPEM,
+			&f.CreatedBy, &f.CreatedAt); err != nil {
+			return nil, unavailable("list forwarders", err)
+		}
+		out = append(out, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("list forwarders", err)
+	}
+	return out, nil
+}
+
+// DeleteForwarder stops a forwarder; ErrNotFound when it is not live.
+func (s *Store) DeleteForwarder(ctx context.Context, id string, audit func(context.Context) error) error {
+	return s.inTx(ctx, "delete forwarder "+id, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alerts.forwarders SET deleted_at = now() WHERE id = $1::uuid AND deleted_at IS NULL`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return alerts.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM alerts.cursors WHERE name = $1`, "fwd:"+id)
+		return err
+	}, audit)
+}
+
+// ForwarderStatus reports a live forwarder's progress: pending counts the
+// outbox rows after its cursor (before its filters), lag the age of the
+// oldest of them.
+func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.ForwarderStatus, error) {
+	var st alerts.ForwarderStatus
+	var oldest *time.Time
+	err := s.pool.QueryRow(ctx, `
+		WITH c AS (SELECT xid, seq FROM alerts.cursors WHERE name = 'fwd:' || $1::uuid::text)
+		SELECT f.delivered, f.failed, f.last_error,
+			(SELECT count(*) FROM alerts.outbox o, c WHERE (o.xid, o.seq) > (c.xid, c.seq)),
+			(SELECT min(o.received_at) FROM alerts.outbox o, c WHERE (o.xid, o.seq) > (c.xid, c.seq))
+		FROM alerts.forwarders f WHERE f.id = $1::uuid AND f.deleted_at IS NULL`, id).
+		Scan(&st.Delivered, &st.Failed, &st.LastError, &st.Pending, &oldest)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, fmt.Errorf("forwarder %s: %w", id, alerts.ErrNotFound)
+	}
+	if err != nil {
+		return st, unavailable("forwarder status "+id, err)
+	}
+	if oldest != nil {
+		st.LagSeconds = max(0, time.Since(*oldest).Seconds())
+	}
+	return st, nil
+}
+
+// Cursor returns a named cursor's position (zero when there is none).
+func (s *Store) Cursor(ctx context.Context, name string) (alerts.Position, error) {
+	var p alerts.Position
+	var x string
+	err := s.pool.QueryRow(ctx, `SELECT xid::text, seq FROM alerts.cursors WHERE name = $1`, name).Scan(&x, &p.Seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, nil
+	}
+	if err != nil {
+		return p, unavailable("read cursor "+name, err)
+	}
+	p.XID, err = strconv.ParseUint(x, 10, 64)
+	if err != nil {
+		return p, fmt.Errorf("cursor %s: xid %q: %w", name, x, err)
+	}
+	return p, nil
+}
+
+// outboxAfter selects rows after a position, of transactions older than
+// every one still running: no row can commit later with a smaller (xid,
+// seq), so a cursor never passes a row it has not read.
+const outboxAfter = `(o.xid, o.seq) > ($1::text::xid8, $2) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())`
+
+// Outbox returns up to limit rows after pos.
+func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([]alerts.Event, error) {
+	rows, err := s.pool.Query(ctx, `SELECT o.xid::text, o.seq, o.event_id::text, o.app_id, o.received_at, o.occurred_at,
+			o.type, o.app_version, o.device_model, o.os, o.os_version, o.country, o.threats
+		FROM alerts.outbox o WHERE `+outboxAfter+` ORDER BY o.xid, o.seq LIMIT $3`,
+		strconv.FormatUint(after.XID, 10), after.Seq, limit)
+	if err != nil {
+		return nil, unavailable("read outbox", err)
+	}
+	defer rows.Close()
+	var out []alerts.Event
+	var x string
+	for rows.Next() {
+		var e alerts.Event
+		if err := rows.Scan(&x, &e.Pos.Seq, &e.ID, &e.AppID, &e.ReceivedAt, &e.OccurredAt, &e.Type, &e.AppVersion,
+			&e.DeviceModel, &e.OS, &e.OSVersion, &e.Country, &e.Threats); err != nil {
+			return nil, unavailable("read outbox", err)
+		}
+		if e.Pos.XID, err = strconv.ParseUint(x, 10, 64); err != nil {
+			return nil, fmt.Errorf("outbox xid %q: %w", x, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("read outbox", err)
+	}
+	return out, nil
+}
+
+// Delivered moves a forwarder's cursor to pos and adds n to its count.
+func (s *Store) Delivered(ctx context.Context, forwarderID string, pos alerts.Position, n int) error {
+	return s.inTx(ctx, "record forwarded batch", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alerts.cursors SET xid = $2::text::xid8, seq = $3, updated_at = now() WHERE name = $1`,
+			"fwd:"+forwarderID, strconv.FormatUint(pos.XID, 10), pos.Seq)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("forwarder %s: %w", forwarderID, alerts.ErrNotFound)
+		}
+		_, err = tx.Exec(ctx, `UPDATE alerts.forwarders SET delivered = delivered + $2, delivered_until = now(), last_error = ''
+			WHERE id = $1::uuid`, forwarderID, n)
+		return err
+	}, nil)
+}
+
+// Failed counts a failed batch of a forwarder.
+func (s *Store) Failed(ctx context.Context, forwarderID, msg string) error {
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE alerts.forwarders SET failed = failed + 1, last_error = $2 WHERE id = $1::uuid`, forwarderID, msg)
+	if err != nil {
+		return unavailable("record forward failure", err)
+	}
+	return nil
+}
+
+// Fold counts up to limit outbox rows after the counter's cursor into
+// alerts.threat_minutes (one sighting per threat type of an event, by
+// receive minute) and moves the cursor, in one statement: every row is
+// counted exactly once. It returns how many rows it folded.
+func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO alerts.cursors (name) VALUES ('counter') ON CONFLICT DO NOTHING`); err != nil {
+		return 0, unavailable("fold outbox", err)
+	}
+	var n int
+	err := s.pool.QueryRow(ctx, `
+		WITH cur AS (SELECT xid, seq FROM alerts.cursors WHERE name = 'counter' FOR UPDATE),
+		rows AS (
+			SELECT o.xid, o.seq, o.app_id, o.threats, o.received_at FROM alerts.outbox o, cur
+			WHERE (o.xid, o.seq) > (cur.xid, cur.seq) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+			ORDER BY o.xid, o.seq LIMIT $1
+		), counted AS (
+			INSERT INTO alerts.threat_minutes (app_id, threat, minute, count)
+			SELECT r.app_id, t.threat, date_trunc('minute', r.received_at), count(*)
+			FROM rows r CROSS JOIN LATERAL unnest(r.threats) AS t(threat)
+			GROUP BY 1, 2, 3
+			ON CONFLICT (minute, app_id, threat) DO UPDATE SET count = alerts.threat_minutes.count + excluded.count
+			RETURNING 1
+		), last AS (
+			SELECT xid, seq FROM rows ORDER BY xid DESC, seq DESC LIMIT 1
+		), moved AS (
+			UPDATE alerts.cursors c SET xid = last.xid, seq = last.seq, updated_at = now()
+			FROM last WHERE c.name = 'counter' RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM moved)`, limit).Scan(&n)
+	if err != nil {
+		return 0, unavailable("fold outbox", err)
+	}
+	return n, nil
+}
+
+// Value is a rule's measured sightings in its window and, for a baseline
+// rule, the mean of the same window on each of the 7 days before.
+type Value struct {
+	Rule     alerts.Rule
+	Value    int64
+	Baseline float64
+}
+
+// Values measures every live rule at now. The window is rounded out to
+// whole minutes: it counts the minutes from the one holding now - window
+// to the one holding now.
+func (s *Store) Values(ctx context.Context, now time.Time) ([]Value, error) {
+	rules, err := s.Rules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Value, 0, len(rules))
+	for _, r := range rules {
+		v := Value{Rule: r}
+		win := time.Duration(r.WindowSeconds) * time.Second
+		err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(count), 0) FROM alerts.threat_minutes
+			WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2
+			  AND ($3 = '' OR app_id = $3) AND ($4 = '' OR threat = $4)`,
+			now.Add(-win), now, r.AppID, r.Threat).Scan(&v.Value)
+		if err != nil {
+			return nil, unavailable("measure rule "+r.ID, err)
+		}
+		if r.Kind == alerts.KindBaseline {
+			var sum int64
+			err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(m.count), 0) FROM alerts.threat_minutes m, generate_series(1, 7) d
+				WHERE m.minute >= date_trunc('minute', $1::timestamptz - d * interval '1 day')
+				  AND m.minute <= $2::timestamptz - d * interval '1 day'
+				  AND ($3 = '' OR m.app_id = $3) AND ($4 = '' OR m.threat = $4)`,
+				now.Add(-win), now, r.AppID, r.Threat).Scan(&sum)
+			if err != nil {
+				return nil, unavailable("measure baseline of rule "+r.ID, err)
+			}
+			v.Baseline = float64(sum) / 7
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Transition moves a rule from state from to the transition's state
+// (firing, or resolved which is state ok) and, unless silenced, records
+// its notification, all in one transaction; it reports false when the
+// rule was no longer in state from (another leader got there first).
+func (s *Store) Transition(ctx context.Context, r alerts.Rule, from string, t *alerts.Transition, body []byte) (bool, error) {
+	to := "ok"
+	if t.State == "firing" {
+		to = "firing"
+	}
+	done := false
+	err := s.inTx(ctx, "transition rule "+r.ID, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE alerts.rule_state SET state = $2, since = $3, value = $4
+			WHERE rule_id = $1::uuid AND state = $5`, r.ID, to, t.At, t.Value, from)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO alerts.transitions (rule_id, state, value, threshold, at, silenced)
+			VALUES ($1::uuid, $2, $3, $4, $5, $6) RETURNING id`, r.ID, t.State, t.Value, t.Threshold, t.At, t.Silenced).Scan(&t.ID); err != nil {
+			return err
+		}
+		if !t.Silenced {
+			if _, err := tx.Exec(ctx, `INSERT INTO alerts.notifications (transition_id, rule_id, body) VALUES ($1, $2::uuid, $3)`,
+				t.ID, r.ID, body); err != nil {
+				return err
+			}
+		}
+		done = true
+		return nil
+	}, nil)
+	return done, err
+}
+
+// Pending is a notification to send.
+type Pending struct {
+	TransitionID int64
+	Rule         alerts.Rule
+	Body         []byte
+	Attempts     int
+}
+
+// Due returns, per rule, its oldest pending notification that is due, at
+// most limit: a rule's notifications go out in order.
+func (s *Store) Due(ctx context.Context, limit int) ([]Pending, error) {
+	rows, err := s.pool.Query(ctx, `SELECT n.transition_id, n.body, n.attempts, `+ruleColumns+`
+		FROM (SELECT DISTINCT ON (rule_id) * FROM alerts.notifications WHERE status = 'pending'
+		      ORDER BY rule_id, transition_id) n
+		JOIN alerts.rules r ON r.id = n.rule_id
+		LEFT JOIN alerts.rule_state st ON st.rule_id = r.id
+		WHERE n.next_at <= now() ORDER BY n.transition_id LIMIT $1`, limit)
+	if err != nil {
+		return nil, unavailable("due notifications", err)
+	}
+	defer rows.Close()
+	var out []Pending
+	for rows.Next() {
+		var p Pending
+		var ch []byte
+		r := &p.Rule
+		if err := rows.Scan(&p.TransitionID, &p.Body, &p.Attempts, &r.ID, &r.Name, &r.AppID, &r.Threat, &r.Kind,
+			&r.WindowSeconds, &r.Threshold, &r.Factor, &ch, &r.SilencedUntil, &r.CreatedBy, &r.CreatedAt, &r.State); err != nil {
+			return nil, unavailable("due notifications", err)
+		}
+		if err := json.Unmarshal(ch, &r.Channel); err != nil {
+			return nil, fmt.Errorf("decode channel of rule %s: %w", r.ID, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("due notifications", err)
+	}
+	return out, nil
+}
+
+// Sent marks a notification sent.
+func (s *Store) Sent(ctx context.Context, transitionID int64) error {
+	_, err := s.pool.Exec(ctx, `UPDATE alerts.notifications SET status = 'sent', sent_at = now(), attempts = attempts + 1,
+		last_error = '' WHERE transition_id = $1`, transitionID)
+	if err != nil {
+		return unavailable("mark notification sent", err)
+	}
+	return nil
+}
+
+// Retry records a failed attempt: the notification is tried again at next,
+// or, when dead, moved to the dead letters.
+func (s *Store) Retry(ctx context.Context, transitionID int64, next time.Time, dead bool, msg string) error {
+	if len(msg) > 500 {
+		msg = msg[:500]
+	}
+	status := "pending"
+	if dead {
+		status = "dead"
+	}
+	_, err := s.pool.Exec(ctx, `UPDATE alerts.notifications SET status = $2, attempts = attempts + 1, next_at = $3,
+		last_error = $4 WHERE transition_id = $1`, transitionID, status, next, msg)
+	if err != nil {
+		return unavailable("mark notification failed", err)
+	}
+	return nil
+}
+
+// Prune deletes outbox rows every cursor has passed that are older than
+// keep, and minute counts older than counts.
+func (s *Store) Prune(ctx context.Context, keep, counts time.Duration) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `
+		WITH lo AS (SELECT c.xid, c.seq FROM alerts.cursors c
+			WHERE c.name = 'counter' OR c.name IN (SELECT 'fwd:' || id::text FROM alerts.forwarders WHERE deleted_at IS NULL)
+			ORDER BY c.xid, c.seq LIMIT 1)
+		DELETE FROM alerts.outbox o USING lo
+		WHERE (o.xid, o.seq) <= (lo.xid, lo.seq) AND o.received_at < now() - make_interval(secs => $1)`, keep.Seconds())
+	if err != nil {
+		return 0, unavailable("prune outbox", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM alerts.threat_minutes WHERE minute < now() - make_interval(secs => $1)`, counts.Seconds()); err != nil {
+		return 0, unavailable("prune minute counts", err)
+	}
+	return tag.RowsAffected(), nil
+}
