@@ -2,6 +2,7 @@ package mariadb_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -14,7 +15,13 @@ import (
 	"threatview/tokens/mariadb"
 )
 
-func newStore(t *testing.T) *mariadb.Store {
+func newStore(t testing.TB) *mariadb.Store {
+	st, _ := newStoreDB(t)
+	return st
+}
+
+// newStoreDB is newStore with its database handle.
+func newStoreDB(t testing.TB) (*mariadb.Store, *sql.DB) {
 	t.Helper()
 	db, err := mariadb.Open(testenv.MustMariaDB(t))
 	if err != nil {
@@ -24,7 +31,7 @@ func newStore(t *testing.T) *mariadb.Store {
 	if _, err := migrations.Up(context.Background(), db, migrations.Tokens); err != nil {
 		t.Fatal(err)
 	}
-	return mariadb.New(db)
+	return mariadb.New(db), db
 }
 
 func newToken(t *testing.T, app string) tokens.Token {
@@ -105,5 +112,42 @@ func TestStore_TouchLastUsed(t *testing.T) {
 	got, err := s.Get(ctx, tk.ID)
 	if err != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(later) {
 		t.Fatalf("last_used_at = %v, %v, want %v", got.LastUsedAt, err, later)
+	}
+}
+
+// BenchmarkStore_Active measures the collector's warm-up query: the 50,000
+// most recently used of 60,000 active tokens (a quarter never used).
+func BenchmarkStore_Active(b *testing.B) {
+	s, db := newStoreDB(b)
+	const n = 60_000
+	now := time.Now().UTC()
+	for start := 0; start < n; start += 1000 {
+		q := "INSERT INTO tokens (id, app_id, name, token_hash, created_at, last_used_at) VALUES "
+		args := make([]any, 0, 6000)
+		for i := start; i < start+1000; i++ {
+			if i > start {
+				q += ","
+			}
+			q += "(?, ?, '', ?, ?, ?)"
+			_, h, err := tokens.NewPlain()
+			if err != nil {
+				b.Fatal(err)
+			}
+			var used any
+			if i%4 != 0 {
+				used = now.Add(-time.Duration(i) * time.Second)
+			}
+			args = append(args, uuid.NewString(), "bench-app", h[:], now.Add(-time.Duration(n+i)*time.Second), used)
+		}
+		if _, err := db.Exec(q, args...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := s.Active(context.Background(), 50_000)
+		if err != nil || len(got) != 50_000 {
+			b.Fatalf("Active() = %d tokens, %v", len(got), err)
+		}
 	}
 }
