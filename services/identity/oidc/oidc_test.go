@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net"
@@ -111,7 +113,17 @@ func (assertingClient) IDTokenUserinfoClaimsAssertion() bool { return true }
 // page signs in whoever *who names, as if the person typed their password.
 func provider(t *testing.T, redirectURL string, who *string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return providerAt(t, "127.0.0.1", redirectURL, who, false)
+}
+
+// providerAt is provider listening on host (another loopback address is
+// another site to a browser). Its /elsewhere?to=URL page links to URL, as a
+// page of another site would. With form, its login page is a form the
+// person submits, as a real provider's is (so the redirect back to the
+// client is a navigation the provider's site started).
+func providerAt(t *testing.T, host, redirectURL string, who *string, form bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", host+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +144,21 @@ func provider(t *testing.T, redirectURL string, who *string) string {
 	interceptor := op.NewIssuerInterceptor(p.IssuerFromRequest)
 	mux.Handle("/login/username", interceptor.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("authRequestID")
+		if form && r.Method != http.MethodPost {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprintf(w, `<!doctype html><title>provider</title><form method="post" action="/login/username?authRequestID=%s"><button id="signin">Sign in</button></form>`, url.QueryEscape(id))
+			return
+		}
 		if err := st.CheckUsernamePassword(*who, "idp-password", id); err != nil {
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}
 		http.Redirect(w, r, op.AuthCallbackURL(p)(r.Context(), id), http.StatusFound)
 	}))
+	mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>elsewhere</title><a id="go" href="%s">to Threat View</a>`, html.EscapeString(r.URL.Query().Get("to")))
+	})
 	mux.Handle("/", p)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Listener.Close()
