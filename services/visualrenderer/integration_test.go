@@ -79,7 +79,7 @@ func TestStats_EndToEnd(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httptest.NewServer(httpapi.New(store, httpapi.NewAuth(authz.New(nil, adminKey, log), adminKey, time.Hour, true),
+	srv := httptest.NewServer(httpapi.New(store, httpapi.NewAuth(authz.New(nil, adminKey, log), nil, nil, true, log),
 		httpserver.NewRegistry(), nil, log))
 	t.Cleanup(srv.Close)
 	stats := func(dim string, q url.Values) visualrenderer.Stats {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
 	"threatview/visualrenderer"
@@ -156,7 +155,7 @@ func (b *browser) errors() []string {
 }
 
 // TestDashboard_Browser walks the dashboards as a person would: signs in
-// with the admin key, reads the totals and tables, changes the app and the
+// with a username and password (at identity), reads the totals and tables, changes the app and the
 // range, follows a link to a dimension page, uses the keyboard, and checks
 // every number shown against the stats API.
 func TestDashboard_Browser(t *testing.T) {
@@ -169,7 +168,9 @@ func TestDashboard_Browser(t *testing.T) {
 	}
 	t.Cleanup(store.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	auth := httpapi.NewAuth(authz.New(nil, adminKey, log), adminKey, time.Hour, true)
+	idURL, idKey := rtest.MustIdentity(t)
+	user, pw := rtest.MustPerson(t, idURL, idKey, "analyst")
+	auth := httpapi.NewIdentityAuth(idURL, "", adminKey, true, log)
 	srv := httptest.NewServer(httpapi.New(store, auth, httpserver.NewRegistry(), nil, log))
 	t.Cleanup(srv.Close)
 
@@ -232,10 +233,10 @@ func TestDashboard_Browser(t *testing.T) {
 		}
 	}
 
-	b.do("open the dashboard", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#key")))
+	b.do("open the dashboard", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#username")))
 	b.shot("signin")
-	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#key"), adminKey), chromedp.Click(chromedp.CSS("#signin")),
-		chromedp.WaitVisible(chromedp.CSS("#total-events")))
+	b.do("sign in", chromedp.SendKeys(chromedp.CSS("#username"), user), chromedp.SendKeys(chromedp.CSS("#password"), pw),
+		chromedp.Click(chromedp.CSS("#signin")), chromedp.WaitVisible(chromedp.CSS("#total-events")))
 	check("")
 	b.shot("dashboard")
 
@@ -274,6 +275,68 @@ func TestDashboard_Browser(t *testing.T) {
 	b.do("back to desktop", chromedp.EmulateViewport(1280, 800))
 
 	if errs := b.errors(); len(errs) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestSignIn_Browser: the sign-in in Chromium. A wrong password is said
+// so; a crafted next (a tab, a backslash, //, encoded forms, an absolute
+// URL) never takes the browser off this site after sign-in, because
+// browsers drop tabs and read a backslash as a slash (/\t/evil.example
+// became //evil.example); sign-out ends the session.
+func TestSignIn_Browser(t *testing.T) {
+	dbURL, _ := rtest.MustEventsDB(t)
+	store, err := postgres.Open(context.Background(), dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	idURL, idKey := rtest.MustIdentity(t)
+	user, pw := rtest.MustPerson(t, idURL, idKey, "analyst")
+	srv := httptest.NewServer(httpapi.New(store, httpapi.NewIdentityAuth(idURL, "", adminKey, true, log), httpserver.NewRegistry(), nil, log))
+	t.Cleanup(srv.Close)
+	b := newBrowser(t)
+	signIn := func(password string) {
+		b.do("type the credentials", chromedp.WaitVisible(chromedp.CSS("#username")), chromedp.SendKeys(chromedp.CSS("#username"), user),
+			chromedp.SendKeys(chromedp.CSS("#password"), password), chromedp.Click(chromedp.CSS("#signin")))
+	}
+
+	b.do("open the sign-in form", chromedp.Navigate(srv.URL+"/signin"))
+	signIn("not-the-password-1")
+	b.do("refusal shown", chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := b.text("#error"); !strings.Contains(got, "Wrong username or password") {
+		t.Errorf("after a wrong password the page says %q", got)
+	}
+	if got := run(b, "username kept", chromedp.Evaluate[string](`document.querySelector("#username").value`)); got != user {
+		t.Errorf("the username field holds %q after a refusal, want %q", got, user)
+	}
+	b.shot("signin-refused")
+	// The refusal is a 401 page, which Chromium logs; nothing after it may.
+	refusal := len(b.errors())
+
+	for _, next := range []string{"/%09/evil.example", "/%5Cevil.example", "//evil.example", "/%2F%2Fevil.example",
+		"https://evil.example/", "%2F%2Fevil.example", "/%0D%0A/evil.example", "/%5C%09evil.example"} {
+		b.do("sign in with next="+next, chromedp.Navigate(srv.URL+"/signin?next="+next))
+		signIn(pw)
+		b.do("dashboard", chromedp.WaitVisible(chromedp.CSS("#total-events")))
+		if loc := b.location(); !strings.HasPrefix(loc, srv.URL+"/") || strings.Contains(loc, "evil") {
+			t.Errorf("after signing in with next=%s the browser is at %q, want this site's /", next, loc)
+		}
+		b.do("sign out", chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#username")))
+	}
+	// A local target is kept.
+	b.do("sign in with a local next", chromedp.Navigate(srv.URL+"/dashboards/os?range=7d"))
+	signIn(pw)
+	b.waitURL("#dim-total", "/dashboards/os", "range=7d")
+
+	// Signed out, the pages send the browser to sign in again.
+	b.do("sign out", chromedp.Click(chromedp.CSS(".signout button")), chromedp.WaitVisible(chromedp.CSS("#username")))
+	b.do("open a page", chromedp.Navigate(srv.URL+"/dashboards/os"), chromedp.WaitVisible(chromedp.CSS("#username")))
+	if loc := b.location(); !strings.Contains(loc, "/signin?next=") {
+		t.Errorf("after sign-out a page led to %q, want the sign-in form", loc)
+	}
+	if errs := b.errors()[refusal:]; len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }

@@ -26,8 +26,9 @@ import (
 const adminKey = "test-admin-key"
 
 // mustServer serves the renderer over a fresh DB seeded with synthetic
-// events for apps a and b over the last 40 days.
-func mustServer(t *testing.T) (*httptest.Server, int) {
+// events for apps a and b over the last 40 days. It takes the admin key;
+// people sign in through the identity service when withIdentity.
+func mustServer(t *testing.T, withIdentity ...bool) (*httptest.Server, int) {
 	t.Helper()
 	url, pool := rtest.MustEventsDB(t)
 	to := time.Now().UTC().Truncate(time.Hour).Add(time.Hour)
@@ -38,7 +39,13 @@ func mustServer(t *testing.T) (*httptest.Server, int) {
 	}
 	t.Cleanup(store.Close)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	auth := httpapi.NewAuth(authz.New(nil, adminKey, log), adminKey, time.Hour, true)
+	var auth *httpapi.Auth
+	if len(withIdentity) > 0 && withIdentity[0] {
+		idURL, _ := rtest.MustIdentity(t)
+		auth = httpapi.NewIdentityAuth(idURL, "", adminKey, true, log)
+	} else {
+		auth = httpapi.NewAuth(authz.New(nil, adminKey, log), nil, nil, true, log)
+	}
 	srv := httptest.NewServer(httpapi.New(store, auth, httpserver.NewRegistry(), map[string]httpserver.Check{"database": store.Ping}, log))
 	t.Cleanup(srv.Close)
 	return srv, n
@@ -140,7 +147,7 @@ func TestStats(t *testing.T) {
 		{"NoCredential", nil, http.StatusUnauthorized},
 		{"WrongKey", []string{"Authorization", "Bearer nope"}, http.StatusUnauthorized},
 		{"BadJWT", []string{"Authorization", "Bearer a.b.c"}, http.StatusUnauthorized},
-		{"ForgedCookie", []string{"Cookie", "tv_session=v1.99999999999.AAAA"}, http.StatusUnauthorized},
+		{"ForgedCookie", []string{"Cookie", "__Host-tv_session=eyJhIjoieC55LnoifQ"}, http.StatusUnauthorized},
 	}
 	for _, tc := range auth {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,24 +233,29 @@ func cookies(resp *http.Response) map[string]string {
 	return out
 }
 
+// TestSignIn: people sign in to the dashboards with their username and
+// password at identity; the admin key is for automation only and no form
+// takes it. The session cookie is __Host- prefixed, HttpOnly, Secure and
+// SameSite=Lax, and only a local path is a target after sign-in.
 func TestSignIn(t *testing.T) {
-	srv, _ := mustServer(t)
+	srv, _ := mustServer(t, true)
+	idURL, idKey := rtest.MustIdentity(t)
+	analyst, analystPW := rtest.MustPerson(t, idURL, idKey, "analyst")
+	auditor, auditorPW := rtest.MustPerson(t, idURL, idKey, "auditor")
 	resp, _ := get(t, srv, "/?app_id=a")
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin?next=%2F%3Fapp_id%3Da" {
 		t.Fatalf("GET / without a session = %d to %q, want 303 to the sign-in form", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	resp, body := get(t, srv, "/signin?next=/dashboards/os")
-	csrf := cookies(resp)["tv_csrf"]
+	csrf := cookies(resp)["__Host-tv_csrf"]
 	if resp.StatusCode != http.StatusOK || csrf == "" || !strings.Contains(string(body), `value="`+csrf+`"`) {
 		t.Fatalf("GET /signin = %d, csrf cookie %q in form: %v", resp.StatusCode, csrf, strings.Contains(string(body), csrf))
 	}
-	for _, c := range resp.Cookies() {
-		if !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode {
-			t.Errorf("cookie %s: HttpOnly %v Secure %v SameSite %v", c.Name, c.HttpOnly, c.Secure, c.SameSite)
-		}
+	if strings.Contains(string(body), "Admin key") || !strings.Contains(string(body), `name="username"`) {
+		t.Fatalf("the sign-in form asks for the admin key or no username:\n%s", body)
 	}
-	post := func(form url.Values, cookie string, hdr ...string) *http.Response {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/signin", strings.NewReader(form.Encode()))
+	post := func(path string, form url.Values, cookie string, hdr ...string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		if cookie != "" {
 			req.Header.Set("Cookie", cookie)
@@ -258,36 +270,58 @@ func TestSignIn(t *testing.T) {
 		resp.Body.Close()
 		return resp
 	}
-	form := url.Values{"key": {adminKey}, "csrf": {csrf}, "next": {"/dashboards/os"}}
+	csrfCookie := "__Host-tv_csrf=" + csrf
+	form := func(user, pw, next string) url.Values {
+		return url.Values{"username": {user}, "password": {pw}, "csrf": {csrf}, "next": {next}}
+	}
 	t.Run("NoCSRFCookie", func(t *testing.T) {
-		if r := post(form, ""); r.StatusCode != http.StatusForbidden || cookies(r)["tv_session"] != "" {
-			t.Fatalf("POST without the CSRF cookie = %d, session %q; want 403, none", r.StatusCode, cookies(r)["tv_session"])
+		if r := post("/signin", form(analyst, analystPW, "/"), ""); r.StatusCode != http.StatusForbidden || cookies(r)["__Host-tv_session"] != "" {
+			t.Fatalf("POST without the CSRF cookie = %d; want 403 and no session", r.StatusCode)
 		}
 	})
 	t.Run("CrossOrigin", func(t *testing.T) {
-		if r := post(form, "tv_csrf="+csrf, "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusForbidden {
+		if r := post("/signin", form(analyst, analystPW, "/"), csrfCookie, "Sec-Fetch-Site", "cross-site"); r.StatusCode != http.StatusForbidden {
 			t.Fatalf("cross-site POST = %d, want 403", r.StatusCode)
 		}
 	})
-	t.Run("WrongKey", func(t *testing.T) {
-		f := url.Values{"key": {"wrong"}, "csrf": {csrf}}
-		if r := post(f, "tv_csrf="+csrf); r.StatusCode != http.StatusUnauthorized || cookies(r)["tv_session"] != "" {
-			t.Fatalf("POST with a wrong key = %d, want 401 and no session", r.StatusCode)
+	t.Run("AdminKeyIsNoPassword", func(t *testing.T) {
+		f := url.Values{"key": {adminKey}, "csrf": {csrf}}
+		if r := post("/signin", f, csrfCookie); r.StatusCode == http.StatusSeeOther || cookies(r)["__Host-tv_session"] != "" {
+			t.Fatalf("POST with the admin key = %d, want a refusal and no session", r.StatusCode)
+		}
+	})
+	t.Run("WrongPassword", func(t *testing.T) {
+		if r := post("/signin", form(analyst, "wrong-password-123", "/"), csrfCookie); r.StatusCode != http.StatusUnauthorized || cookies(r)["__Host-tv_session"] != "" {
+			t.Fatalf("POST with a wrong password = %d, want 401 and no session", r.StatusCode)
+		}
+	})
+	t.Run("RoleMissing", func(t *testing.T) {
+		if r := post("/signin", form(auditor, auditorPW, "/"), csrfCookie); r.StatusCode != http.StatusForbidden || cookies(r)["__Host-tv_session"] != "" {
+			t.Fatalf("POST as an auditor = %d, want 403 and no session", r.StatusCode)
 		}
 	})
 	t.Run("OK", func(t *testing.T) {
-		r := post(form, "tv_csrf="+csrf)
-		session := cookies(r)["tv_session"]
-		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/dashboards/os" || session == "" {
-			t.Fatalf("POST /signin = %d to %q, session %q", r.StatusCode, r.Header.Get("Location"), session)
+		r := post("/signin", form(analyst, analystPW, "/dashboards/os"), csrfCookie)
+		var session *http.Cookie
+		for _, c := range r.Cookies() {
+			if c.Name == "__Host-tv_session" {
+				session = c
+			}
 		}
-		ck := "tv_session=" + session + "; tv_csrf=" + csrf
+		if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/dashboards/os" || session == nil {
+			t.Fatalf("POST /signin = %d to %q, session %v", r.StatusCode, r.Header.Get("Location"), session)
+		}
+		if !session.HttpOnly || !session.Secure || session.SameSite != http.SameSiteLaxMode || session.Path != "/" || session.Domain != "" ||
+			session.MaxAge <= 0 || session.MaxAge > 24*3600 {
+			t.Errorf("session cookie %+v, want HttpOnly, Secure, Lax, path /, no domain, bounded Max-Age", session)
+		}
+		ck := "__Host-tv_session=" + session.Value + "; " + csrfCookie
 		for _, p := range []string{"/?app_id=a&range=7d", "/dashboards/os", "/dashboards/threat?range=12mo", "/v1/charts/os.svg", "/v1/stats/os"} {
 			resp, body := get(t, srv, p, "Cookie", ck)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("GET %s with the session = %d %.300s", p, resp.StatusCode, body)
 			}
-			if c := resp.Header.Get("Content-Security-Policy"); strings.HasPrefix(p, "/v1/") == false && (strings.Contains(c, "unsafe-inline") || !strings.Contains(c, "default-src 'none'")) {
+			if c := resp.Header.Get("Content-Security-Policy"); !strings.HasPrefix(p, "/v1/") && (strings.Contains(c, "unsafe-inline") || !strings.Contains(c, "default-src 'none'")) {
 				t.Errorf("GET %s CSP %q", p, c)
 			}
 		}
@@ -296,10 +330,15 @@ func TestSignIn(t *testing.T) {
 			t.Fatalf("GET /?range=forever = %d, want 400 naming the range", resp.StatusCode)
 		}
 	})
+	// Item: the renderer's sign-in took next=/\t/evil.example, which a
+	// browser reads as //evil.example.
 	t.Run("OpenRedirect", func(t *testing.T) {
-		f := url.Values{"key": {adminKey}, "csrf": {csrf}, "next": {"//evil.example/"}}
-		if r := post(f, "tv_csrf="+csrf); r.Header.Get("Location") != "/" {
-			t.Fatalf("next=//evil.example/ redirected to %q, want /", r.Header.Get("Location"))
+		for _, next := range []string{"//evil.example/", "/\t/evil.example", "/\\evil.example", "/%09/evil.example", "/%5Cevil.example",
+			"https://evil.example/", "/\r\n/evil.example", "javascript:alert(1)", "\t//evil.example", "/%2F%2Fevil.example"} {
+			r := post("/signin", form(analyst, analystPW, next), csrfCookie)
+			if r.StatusCode != http.StatusSeeOther || r.Header.Get("Location") != "/" {
+				t.Errorf("next=%q redirected (%d) to %q, want /", next, r.StatusCode, r.Header.Get("Location"))
+			}
 		}
 	})
 }

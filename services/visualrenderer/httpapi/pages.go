@@ -2,15 +2,21 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"threatview/platform/redirect"
+	"threatview/visualrenderer/identity"
 
 	"threatview/visualrenderer"
 )
@@ -148,6 +154,7 @@ type page struct {
 	Presets   []rangePreset
 	CSRF      string
 	Error     string
+	Username  string // the sign-in form's username, kept after a refusal
 	From, To  string // the range shown, UTC
 	Dims      []visualrenderer.Dimension
 	Overview  *overview
@@ -272,44 +279,115 @@ func (h *Handler) dimensionPage(w http.ResponseWriter, r *http.Request) {
 
 // signinForm serves GET /signin.
 func (h *Handler) signinForm(w http.ResponseWriter, r *http.Request) {
-	h.render(w, http.StatusOK, "signin", page{Title: "Sign in", CSRF: h.auth.csrfToken(w, r), Filter: filter{Params: url.Values{"next": {safeNext(r.URL.Query().Get("next"))}}}})
+	next, _ := redirect.Local(r.URL.Query().Get("next"))
+	p := page{Title: "Sign in", CSRF: h.auth.csrfToken(w, r), Filter: filter{Params: url.Values{"next": {next}}}}
+	if h.auth.idp == nil {
+		p.Error = "Sign-in is not set up here: the renderer has no identity service (IDENTITY_SERVICE_URL)."
+	}
+	h.render(w, http.StatusOK, "signin", p)
 }
 
-// signin checks the CSRF token and the admin key and sets the session.
+// Bounds of the sign-in form's fields.
+const (
+	maxUsername = 256
+	maxPassword = 1024
+)
+
+// signin checks the CSRF token, signs the person in at identity and sets
+// the session. Neither the password nor the typed username is logged: a
+// password typed into the wrong field must not reach the logs.
 func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	next := safeNext(r.PostFormValue("next"))
+	next, _ := redirect.Local(r.PostFormValue("next"))
 	p := page{Title: "Sign in", CSRF: h.auth.csrfToken(w, r), Filter: filter{Params: url.Values{"next": {next}}}}
-	if !csrfOK(r) {
-		p.Error = "The form expired; please sign in again."
-		h.render(w, http.StatusForbidden, "signin", p)
+	fail := func(status int, msg string) {
+		p.Error = msg
+		h.render(w, status, "signin", p)
+	}
+	if !h.auth.csrfOK(r) {
+		fail(http.StatusForbidden, "The form expired; please sign in again.")
 		return
 	}
-	if !h.auth.checkKey(r.PostFormValue("key")) {
-		p.Error = "That key is not valid."
-		h.render(w, http.StatusUnauthorized, "signin", p)
+	if h.auth.idp == nil {
+		fail(http.StatusServiceUnavailable, "Sign-in is not set up here: the renderer has no identity service (IDENTITY_SERVICE_URL).")
 		return
 	}
-	v, exp := h.auth.newSession()
-	h.auth.setCookie(w, sessionCookie, v, int(time.Until(exp).Seconds()))
+	user, pw := strings.TrimSpace(r.PostFormValue("username")), r.PostFormValue("password")
+	if user == "" || pw == "" || len(user) > maxUsername || len(pw) > maxPassword {
+		fail(http.StatusBadRequest, "Type your username and password.")
+		return
+	}
+	p.Username = user
+	ctx, cancel := context.WithTimeout(r.Context(), identityTimeout)
+	defer cancel()
+	s, err := h.auth.idp.Login(ctx, user, pw, clientAddr(r))
+	var te *identity.ThrottledError
+	switch {
+	case errors.As(err, &te):
+		secs := int(math.Ceil(te.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		fail(http.StatusTooManyRequests, fmt.Sprintf("Too many failed sign-ins from here. Try again in %s.", waitText(te.RetryAfter)))
+		return
+	case errors.Is(err, identity.ErrRefused):
+		fail(http.StatusUnauthorized, "Wrong username or password.")
+		return
+	case err != nil:
+		h.log.Warn("sign-in failed: identity unavailable", "err", err)
+		w.Header().Set("Retry-After", "5")
+		fail(http.StatusServiceUnavailable, "The identity service cannot be reached. Try again shortly.")
+		return
+	}
+	c, err := h.auth.verifier.Verify(r.Context(), s.AccessToken)
+	if err != nil {
+		h.log.Warn("sign-in failed: access token not verified", "err", err)
+		w.Header().Set("Retry-After", "5")
+		fail(http.StatusServiceUnavailable, "Your sign-in cannot be checked right now. Try again shortly.")
+		return
+	}
+	if !c.HasAny(roles...) {
+		// Signed in but not allowed here: end the session identity just
+		// made rather than leave it unused.
+		_ = h.auth.idp.Logout(context.WithoutCancel(ctx), s.RefreshToken)
+		fail(http.StatusForbidden, "Your account has no role that opens the dashboards (analyst or admin).")
+		return
+	}
+	h.auth.setSession(w, fromIdentity(s))
+	h.log.Info("signed in", "username", c.Username)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// signout clears the session.
+// signout ends the session at identity (its refresh tokens are revoked)
+// and clears the cookie.
 func (h *Handler) signout(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
-	if !csrfOK(r) {
+	if !h.auth.csrfOK(r) {
 		http.Error(w, "the form expired; reload the page", http.StatusForbidden)
 		return
 	}
-	h.auth.setCookie(w, sessionCookie, "", -1)
+	if s, ok := h.auth.session(r); ok && h.auth.idp != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), identityTimeout)
+		if err := h.auth.idp.Logout(ctx, s.Refresh); err != nil {
+			h.log.Warn("sign-out: identity did not revoke the session", "err", err)
+		}
+		cancel()
+	}
+	h.auth.clearSession(w)
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect target on this site: a path, never "//host".
-func safeNext(s string) string {
-	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.HasPrefix(s, "/\\") || strings.ContainsAny(s, "\r\n") {
-		return "/"
+// waitText says a wait as people read it.
+func waitText(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d seconds", int(math.Ceil(d.Seconds())))
 	}
-	return s
+	return fmt.Sprintf("%d minutes", int(math.Ceil(d.Minutes())))
+}
+
+// clientAddr is the browser's address as this server sees it.
+func clientAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"net/url"
-	"time"
 
 	"threatview/platform/httpserver"
 )
@@ -16,14 +15,17 @@ type Config struct {
 	DatabaseURL string `env:"RENDERER_DATABASE_URL,required" secret:"true"`
 	// DBMaxConns bounds the pool.
 	DBMaxConns int32 `env:"RENDERER_DB_MAX_CONNS" envDefault:"8"`
-	// AdminKey is accepted as a bearer credential and in the sign-in form.
-	AdminKey string `env:"ADMIN_KEY,required" secret:"true"`
-	// IdentityURL is the identity service's base URL; its public keys
-	// (/.well-known/jwks.json) verify people's access tokens. Blank: only
-	// the admin key is accepted.
+	// AdminKey is accepted as a bearer credential, for automation; people
+	// sign in through identity instead. Blank: no admin key.
+	AdminKey string `env:"ADMIN_KEY" secret:"true"`
+	// IdentityURL is the identity service's base URL: people sign in to the
+	// dashboards there, and its public keys (/.well-known/jwks.json) verify
+	// their access tokens. Blank: only the admin key is accepted.
 	IdentityURL string `env:"IDENTITY_SERVICE_URL"`
-	// SessionTTL is how long a dashboard sign-in lasts.
-	SessionTTL time.Duration `env:"RENDERER_SESSION_TTL" envDefault:"8h"`
+	// IdentityForwarderKey is identity's IDENTITY_FORWARDER_KEY: with it the
+	// renderer names each browser's address to identity, which then
+	// throttles failed sign-ins per browser rather than per renderer.
+	IdentityForwarderKey string `env:"RENDERER_IDENTITY_FORWARDER_KEY" secret:"true"`
 	// SecureCookies sets the Secure attribute on cookies; turn it off only
 	// to use the dashboards over plain HTTP on a host other than localhost.
 	SecureCookies bool   `env:"RENDERER_SECURE_COOKIES" envDefault:"true"`
@@ -38,8 +40,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("IDENTITY_SERVICE_URL %q is not an http(s) URL", c.IdentityURL)
 		}
 	}
-	if c.SessionTTL < time.Minute || c.SessionTTL > 7*24*time.Hour {
-		return fmt.Errorf("RENDERER_SESSION_TTL %s: want 1m to 168h", c.SessionTTL)
+	if c.AdminKey == "" && c.IdentityURL == "" {
+		return fmt.Errorf("neither IDENTITY_SERVICE_URL (people) nor ADMIN_KEY (automation) is set: nobody could use the renderer")
 	}
 	if c.DBMaxConns < 1 {
 		return fmt.Errorf("RENDERER_DB_MAX_CONNS %d: want at least 1", c.DBMaxConns)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
-	"time"
 
 	"threatview/platform/authz"
 	"threatview/platform/config"
@@ -35,15 +32,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 	defer store.Close()
 
-	var verifier *authz.Verifier
+	var auth *httpapi.Auth
 	if cfg.IdentityURL != "" {
-		jwks := authz.NewJWKS(strings.TrimRight(cfg.IdentityURL, "/")+"/.well-known/jwks.json", 5*time.Minute,
-			&http.Client{Timeout: 5 * time.Second})
-		verifier = authz.NewVerifier(jwks)
+		auth = httpapi.NewIdentityAuth(cfg.IdentityURL, cfg.IdentityForwarderKey, cfg.AdminKey, cfg.SecureCookies, log)
 	} else {
-		log.Warn("access tokens are refused: IDENTITY_SERVICE_URL is blank")
+		log.Warn("people cannot sign in: IDENTITY_SERVICE_URL is blank; only the admin key is accepted")
+		auth = httpapi.NewAuth(authz.New(nil, cfg.AdminKey, log), nil, nil, cfg.SecureCookies, log)
 	}
-	auth := httpapi.NewAuth(authz.New(verifier, cfg.AdminKey, log), cfg.AdminKey, cfg.SessionTTL, cfg.SecureCookies)
 
 	reg := httpserver.NewRegistry()
 	h := httpapi.New(store, auth, reg, map[string]httpserver.Check{"database": store.Ping}, log)

@@ -4,9 +4,16 @@
 package rtest
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +164,62 @@ func Summarize(tb testing.TB, pool *pgxpool.Pool) {
 			}
 		}
 	}
+}
+
+// MustIdentity returns the identity service's base URL and the admin key
+// of the local stack (THREATVIEW_IDENTITY_URL, THREATVIEW_ADMIN_KEY);
+// outside make test it skips when they are unset.
+func MustIdentity(tb testing.TB) (string, string) {
+	tb.Helper()
+	u, key := os.Getenv("THREATVIEW_IDENTITY_URL"), os.Getenv("THREATVIEW_ADMIN_KEY")
+	if u == "" || key == "" {
+		if testenv.Required() {
+			tb.Fatal("THREATVIEW_IDENTITY_URL and THREATVIEW_ADMIN_KEY must be set (make up)")
+		}
+		tb.Skip("THREATVIEW_IDENTITY_URL not set")
+	}
+	return strings.TrimRight(u, "/"), key
+}
+
+// MustPerson creates a person with roles at identity (through its admin
+// API) and deletes them at cleanup; it returns the username and password.
+func MustPerson(tb testing.TB, identityURL, adminKey string, roles ...string) (string, string) {
+	tb.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	user := "rtest-" + hex.EncodeToString(b)
+	pw := "pw-" + hex.EncodeToString(b) + "-long-enough"
+	if roles == nil {
+		roles = []string{}
+	}
+	body, _ := json.Marshal(map[string]any{"username": user, "password": pw, "roles": roles})
+	if code := identityCall(tb, http.MethodPost, identityURL+"/v1/users", adminKey, body); code != http.StatusCreated {
+		tb.Fatalf("create person %s at identity: status %d", user, code)
+	}
+	tb.Cleanup(func() { identityCall(tb, http.MethodDelete, identityURL+"/v1/users/"+user, adminKey, nil) })
+	return user, pw
+}
+
+// DisablePerson disables user at identity, as an administrator would.
+func DisablePerson(tb testing.TB, identityURL, adminKey, user string) {
+	tb.Helper()
+	if code := identityCall(tb, http.MethodPatch, identityURL+"/v1/users/"+user, adminKey, []byte(`{"disabled":true}`)); code != http.StatusOK {
+		tb.Fatalf("disable %s at identity: status %d", user, code)
+	}
+}
+
+func identityCall(tb testing.TB, method, url, adminKey string, body []byte) int {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
