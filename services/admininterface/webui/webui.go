@@ -213,6 +213,8 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Get("/audit", s.auditPage)
 				r.Get("/audit/export.csv", s.auditExport("csv"))
 				r.Get("/audit/export.ndjson", s.auditExport("ndjson"))
+				r.Get("/audit/trail", s.trailPage)
+				r.Post("/audit/trail/verify", s.trailVerify)
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(s.require(admininterface.RoleAdmin))
@@ -455,6 +457,7 @@ var navAll = []struct {
 	{"/dashboards", "Dashboards", admininterface.RoleAnalyst},
 	{"/tokens", "Apps and tokens", admininterface.RoleAdmin},
 	{"/audit", "Audit trail", admininterface.RoleAuditor},
+	{"/audit/trail", "Trail integrity", admininterface.RoleAuditor},
 	{"/status", "System status", admininterface.RoleAdmin},
 	{"/dlq", "Dead letters", admininterface.RoleAdmin},
 	{"/retention", "Retention", admininterface.RoleAdmin},
@@ -462,10 +465,17 @@ var navAll = []struct {
 
 func (s *Server) nav(u admininterface.User, path string) []navItem {
 	var out []navItem
+	current := -1 // the longest matching path (/audit/trail, not /audit)
 	for _, n := range navAll {
 		if u.Has(n.role) {
-			out = append(out, navItem{Path: n.path, Label: n.label, Current: strings.HasPrefix(path, n.path)})
+			out = append(out, navItem{Path: n.path, Label: n.label})
+			if strings.HasPrefix(path, n.path) && (current < 0 || len(n.path) > len(out[current].Path)) {
+				current = len(out) - 1
+			}
 		}
+	}
+	if current >= 0 {
+		out[current].Current = true
 	}
 	return out
 }
