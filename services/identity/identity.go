@@ -129,9 +129,13 @@ type Store interface {
 	// DeleteUser removes the person and their refresh tokens. Returns
 	// ErrNotFound.
 	DeleteUser(ctx context.Context, username string, confirm Confirm) error
-	// UpsertOIDCUser creates or updates a SourceOIDC person with roles.
-	// Returns ErrForbidden when username belongs to a local person.
-	UpsertOIDCUser(ctx context.Context, username string, roles []string, at time.Time) (User, error)
+	// UpsertOIDCUser finds the OIDC person with key (SHA-256 of issuer, NUL,
+	// subject) and sets their roles; an unknown key is stored as a new
+	// person named username (bound to a person stored before people were
+	// keyed, of that name). Empty roles also revoke the person's sessions;
+	// for an unknown key they store nothing and give ErrNotFound.
+	// ErrForbidden: username is a local person's or another OIDC person's.
+	UpsertOIDCUser(ctx context.Context, key [sha256.Size]byte, username string, roles []string, at time.Time) (User, error)
 	// TouchLogin sets last_login_at.
 	TouchLogin(ctx context.Context, username string, at time.Time) error
 
@@ -142,8 +146,10 @@ type Store interface {
 	// unknown, expired or revoked token gives ErrBadCredentials. A token
 	// used more than grace ago gives ErrBadCredentials and revokes its
 	// whole family (reuse means theft); one used within grace (two page
-	// loads that raced with the same token) gets next as a sibling.
-	RotateRefresh(ctx context.Context, old [sha256.Size]byte, next RefreshToken, at time.Time, grace time.Duration) (RefreshToken, error)
+	// loads that raced with the same token) gets next as a sibling. It
+	// returns next's expiry as stored: an OIDC person's tokens never
+	// outlive the first of their family (their sign-in does not slide).
+	RotateRefresh(ctx context.Context, old [sha256.Size]byte, next RefreshToken, at time.Time, grace time.Duration) (RefreshToken, time.Time, error)
 	// RevokeRefreshFamily revokes the family of the token with hash and
 	// returns its username; ErrBadCredentials when unknown.
 	RevokeRefreshFamily(ctx context.Context, hash [sha256.Size]byte, at time.Time) (string, error)

@@ -45,6 +45,10 @@ type Options struct {
 	AccessTTL time.Duration
 	// RefreshTTL is the refresh token lifetime.
 	RefreshTTL time.Duration
+	// OIDCSessionTTL bounds a sign-in through the identity provider: its
+	// refresh tokens do not slide past it, so a person removed at the
+	// provider loses access within it (plus one access token's lifetime).
+	OIDCSessionTTL time.Duration
 	// RefreshGrace is how long after its use a refresh token may be
 	// presented again (two page loads at once) and get a sibling instead
 	// of ending the sign-in as stolen. 0 means none.
@@ -98,6 +102,9 @@ func NewService(store Store, hasher *Hasher, keys *Keyring, audit Auditor, opts 
 	}
 	if opts.RefreshTTL <= 0 {
 		opts.RefreshTTL = 12 * time.Hour
+	}
+	if opts.OIDCSessionTTL <= 0 || opts.OIDCSessionTTL > opts.RefreshTTL {
+		opts.OIDCSessionTTL = min(time.Hour, opts.RefreshTTL)
 	}
 	if opts.FailureWindow <= 0 {
 		opts.FailureWindow = 15 * time.Minute
@@ -238,16 +245,21 @@ func (s *Service) open(ctx context.Context, u User, meta Meta, method string) (S
 		return Session{}, err
 	}
 	u.LastLoginAt = &now
-	return s.issue(ctx, u, uuid.NewString(), now)
+	ttl := s.opts.RefreshTTL
+	if method == "oidc" {
+		ttl = s.opts.OIDCSessionTTL
+	}
+	return s.issue(ctx, u, uuid.NewString(), now, ttl)
 }
 
-// issue creates a refresh token in family and an access token for u.
-func (s *Service) issue(ctx context.Context, u User, family string, now time.Time) (Session, error) {
+// issue creates a refresh token in family, valid for ttl, and an access
+// token for u.
+func (s *Service) issue(ctx context.Context, u User, family string, now time.Time, ttl time.Duration) (Session, error) {
 	plain, hash, err := NewRefreshPlain()
 	if err != nil {
 		return Session{}, err
 	}
-	rt := RefreshToken{Hash: hash, FamilyID: family, Username: u.Username, CreatedAt: now, ExpiresAt: now.Add(s.opts.RefreshTTL)}
+	rt := RefreshToken{Hash: hash, FamilyID: family, Username: u.Username, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := s.store.CreateRefresh(ctx, rt); err != nil {
 		return Session{}, err
 	}
@@ -275,10 +287,11 @@ func (s *Service) Refresh(ctx context.Context, plain string) (Session, error) {
 		return Session{}, err
 	}
 	next := RefreshToken{Hash: nextHash, CreatedAt: now, ExpiresAt: now.Add(s.opts.RefreshTTL)}
-	old, err := s.store.RotateRefresh(ctx, sha256.Sum256([]byte(plain)), next, now, s.opts.RefreshGrace)
+	old, nextExp, err := s.store.RotateRefresh(ctx, sha256.Sum256([]byte(plain)), next, now, s.opts.RefreshGrace)
 	if err != nil {
 		return Session{}, err
 	}
+	next.ExpiresAt = nextExp
 	u, err := s.store.GetUser(ctx, old.Username)
 	if errors.Is(err, ErrNotFound) || err == nil && u.Disabled {
 		_, _ = s.store.RevokeRefreshFamily(ctx, nextHash, now)
@@ -456,29 +469,51 @@ func (s *Service) ChangePassword(ctx context.Context, username, current, next st
 	return s.store.SetPassword(ctx, username, hash, now, s.confirm(s.record(ActionPasswordChange, username, username, 204, meta, nil)))
 }
 
+// OIDCPerson is who the identity provider vouched for.
+type OIDCPerson struct {
+	Issuer, Subject string // the provider's stable name for the person
+	Username        string // shown, and the name of a new person
+	Roles           []string
+}
+
+// oidcKey is how an OIDC person is stored: the issuer and subject, never
+// the username the provider shows.
+func oidcKey(p OIDCPerson) [sha256.Size]byte {
+	return sha256.Sum256([]byte(p.Issuer + "\x00" + p.Subject))
+}
+
 // SignInOIDC opens a session for a person the identity provider vouched for,
-// with roles mapped from their groups. Errors: ErrForbidden (no role, or the
-// username is a local person's), ErrBadCredentials (disabled),
-// ErrAuditUnavailable.
-func (s *Service) SignInOIDC(ctx context.Context, username string, roles []string, meta Meta) (Session, error) {
-	name, err := NormalizeUsername(username)
+// with roles mapped from their groups. The person is found by issuer and
+// subject; their roles are replaced by the provider's at every sign-in, and
+// a sign-in with no role also ends the person's sessions. Errors:
+// ErrForbidden (no role, or the username is a local person's or another
+// provider person's), ErrBadCredentials (disabled), ErrAuditUnavailable.
+func (s *Service) SignInOIDC(ctx context.Context, p OIDCPerson, meta Meta) (Session, error) {
+	if p.Issuer == "" || p.Subject == "" {
+		return Session{}, fmt.Errorf("%w: the identity provider named no issuer or subject", ErrForbidden)
+	}
+	name, err := NormalizeUsername(p.Username)
 	if err != nil {
 		return Session{}, fmt.Errorf("%w: the identity provider's username: %v", ErrForbidden, err)
 	}
-	roles, err = NormalizeRoles(roles)
+	roles, err := NormalizeRoles(p.Roles)
 	if err != nil {
 		return Session{}, err
 	}
-	if len(roles) == 0 {
-		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 403, meta, map[string]any{"method": "oidc", "reason": "no role"}))
+	u, err := s.store.UpsertOIDCUser(ctx, oidcKey(p), name, roles, s.now())
+	if len(roles) == 0 && (err == nil || errors.Is(err, ErrNotFound)) {
+		subject, detail := unknownSubject, map[string]any{"method": "oidc", "reason": "no role"}
+		if err == nil {
+			subject, detail["sessions_ended"] = u.Username, true
+		}
+		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", subject, 403, meta, detail))
 		return Session{}, fmt.Errorf("%w: none of your groups grants a Threat View role", ErrForbidden)
 	}
-	u, err := s.store.UpsertOIDCUser(ctx, name, roles, s.now())
 	if err != nil {
 		return Session{}, err
 	}
 	if u.Disabled {
-		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", name, 401, meta, map[string]any{"method": "oidc"}))
+		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", u.Username, 401, meta, map[string]any{"method": "oidc"}))
 		return Session{}, ErrBadCredentials
 	}
 	return s.open(ctx, u, meta, "oidc")

@@ -49,9 +49,9 @@ type OIDC interface {
 	// its state, which the browser must bring back.
 	Start(ctx context.Context) (authURL, state string, err error)
 	// Finish exchanges the code of the provider's redirect and returns the
-	// person's username and roles. Errors: identity.ErrBadCredentials (bad
-	// state, code or token).
-	Finish(ctx context.Context, state, code string) (username string, roles []string, err error)
+	// person (issuer, subject, username and roles). Errors:
+	// identity.ErrBadCredentials (bad state, code or token).
+	Finish(ctx context.Context, state, code string) (identity.OIDCPerson, error)
 }
 
 // Options configure the API.
@@ -396,7 +396,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v1/oidc/", MaxAge: -1, HttpOnly: true, Secure: h.opts.SecureCookies, SameSite: http.SameSiteLaxMode})
-	username, roles, err := h.opts.OIDC.Finish(r.Context(), state, code)
+	person, err := h.opts.OIDC.Finish(r.Context(), state, code)
 	if err != nil {
 		h.count("oidc", err)
 		if !errors.Is(err, identity.ErrBadCredentials) {
@@ -405,7 +405,7 @@ func (h *handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	s, err := h.svc.SignInOIDC(r.Context(), username, roles, h.meta(r))
+	s, err := h.svc.SignInOIDC(r.Context(), person, h.meta(r))
 	h.count("oidc", err)
 	if err != nil {
 		h.fail(w, r, err)

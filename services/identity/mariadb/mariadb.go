@@ -212,29 +212,53 @@ func (s *Store) DeleteUser(ctx context.Context, username string, confirm identit
 	}, confirm)
 }
 
-// UpsertOIDCUser creates or updates an OIDC person with roles.
-func (s *Store) UpsertOIDCUser(ctx context.Context, username string, roles []string, at time.Time) (identity.User, error) {
+// UpsertOIDCUser finds the OIDC person with key (issuer and subject) and
+// sets their roles, or creates them under username. See identity.Store.
+func (s *Store) UpsertOIDCUser(ctx context.Context, key [sha256.Size]byte, username string, roles []string, at time.Time) (identity.User, error) {
 	var u identity.User
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE username = ? FOR UPDATE", username))
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			u = identity.User{Username: username, Roles: roles, Source: identity.SourceOIDC, CreatedAt: at, UpdatedAt: at}
-			_, err = tx.ExecContext(ctx, "INSERT INTO users ("+userCols+") VALUES (?, '', ?, ?, FALSE, ?, ?, NULL)",
-				username, strings.Join(roles, ","), identity.SourceOIDC, at, at)
-			if err != nil {
-				return fmt.Errorf("insert oidc user: %w", err)
+		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE oidc_key = ? FOR UPDATE", key[:]))
+		if errors.Is(err, sql.ErrNoRows) {
+			var bound []byte
+			u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE username = ? FOR UPDATE", username))
+			if err == nil {
+				err = tx.QueryRowContext(ctx, "SELECT oidc_key FROM users WHERE username = ?", username).Scan(&bound)
 			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("select user: %w", err)
-		case u.Source != identity.SourceOIDC:
-			return fmt.Errorf("%w: %s is a local account", identity.ErrForbidden, username)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+				if len(roles) == 0 {
+					return identity.ErrNotFound
+				}
+				u = identity.User{Username: username, Roles: roles, Source: identity.SourceOIDC, CreatedAt: at, UpdatedAt: at}
+				_, err = tx.ExecContext(ctx, "INSERT INTO users ("+userCols+", oidc_key) VALUES (?, '', ?, ?, FALSE, ?, ?, NULL, ?)",
+					username, strings.Join(roles, ","), identity.SourceOIDC, at, at, key[:])
+				if err != nil {
+					return fmt.Errorf("insert oidc user: %w", err)
+				}
+				return nil
+			case err != nil:
+				return fmt.Errorf("select user: %w", err)
+			case u.Source != identity.SourceOIDC:
+				return fmt.Errorf("%w: %s is a local account", identity.ErrForbidden, username)
+			case bound != nil:
+				return fmt.Errorf("%w: %s belongs to another person of the identity provider", identity.ErrForbidden, username)
+			}
+			// Stored before people were keyed by subject: bound now.
+			if _, err := tx.ExecContext(ctx, "UPDATE users SET oidc_key = ? WHERE username = ?", key[:], username); err != nil {
+				return fmt.Errorf("bind oidc user: %w", err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("select oidc user: %w", err)
 		}
 		u.Roles, u.UpdatedAt = roles, at
-		if _, err := tx.ExecContext(ctx, "UPDATE users SET roles = ?, updated_at = ? WHERE username = ?", strings.Join(roles, ","), at, username); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE users SET roles = ?, updated_at = ? WHERE username = ?", strings.Join(roles, ","), at, u.Username); err != nil {
 			return fmt.Errorf("update oidc user: %w", err)
+		}
+		if len(roles) == 0 {
+			if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET revoked_at = ? WHERE username = ? AND revoked_at IS NULL", at, u.Username); err != nil {
+				return fmt.Errorf("revoke sessions of %s: %w", u.Username, err)
+			}
 		}
 		return nil
 	}, nil)
@@ -264,8 +288,9 @@ func (s *Store) CreateRefresh(ctx context.Context, t identity.RefreshToken) erro
 }
 
 // RotateRefresh uses up the token old and stores next in its family.
-func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next identity.RefreshToken, at time.Time, grace time.Duration) (identity.RefreshToken, error) {
+func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next identity.RefreshToken, at time.Time, grace time.Duration) (identity.RefreshToken, time.Time, error) {
 	var t identity.RefreshToken
+	var capped time.Time
 	reused := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var used, revoked sql.NullTime
@@ -289,6 +314,17 @@ func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next i
 			}
 			return nil
 		}
+		// An OIDC person's sign-in does not slide: every token of the family
+		// ends when its first one does, so a person removed at the provider
+		// must come back through it within that time.
+		var source string
+		if err := tx.QueryRowContext(ctx, "SELECT source FROM users WHERE username = ?", t.Username).Scan(&source); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("select user source: %w", err)
+		}
+		if source == identity.SourceOIDC && next.ExpiresAt.After(t.ExpiresAt) {
+			next.ExpiresAt = t.ExpiresAt
+		}
+		capped = next.ExpiresAt
 		if !used.Valid {
 			if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET used_at = ? WHERE token_hash = ?", at, old[:]); err != nil {
 				return fmt.Errorf("use refresh token: %w", err)
@@ -301,12 +337,12 @@ func (s *Store) RotateRefresh(ctx context.Context, old [sha256.Size]byte, next i
 		return nil
 	}, nil)
 	if err != nil {
-		return identity.RefreshToken{}, err
+		return identity.RefreshToken{}, time.Time{}, err
 	}
 	if reused {
-		return identity.RefreshToken{}, identity.ErrBadCredentials
+		return identity.RefreshToken{}, time.Time{}, identity.ErrBadCredentials
 	}
-	return t, nil
+	return t, capped, nil
 }
 
 // RevokeRefreshFamily revokes the family of the token with hash.

@@ -77,24 +77,24 @@ func TestStore_RotateRefresh(t *testing.T) {
 	if err := s.CreateRefresh(ctx, rt("one", now.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.RotateRefresh(ctx, h("one"), rt("two", now.Add(time.Hour)), now, 0)
+	old, _, err := s.RotateRefresh(ctx, h("one"), rt("two", now.Add(time.Hour)), now, 0)
 	if err != nil || old.Username != "ann" || old.FamilyID != "fam-1" {
 		t.Fatalf("RotateRefresh(one) = %+v, %v", old, err)
 	}
 	// "one" again: reuse, so the family ("two" too) is revoked.
-	if _, err := s.RotateRefresh(ctx, h("one"), rt("three", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("one"), rt("three", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(one) again = %v, want ErrBadCredentials", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("two"), rt("four", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("two"), rt("four", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(two) after reuse = %v, want ErrBadCredentials", err)
 	}
 	if err := s.CreateRefresh(ctx, identity.RefreshToken{Hash: h("old"), FamilyID: "fam-2", Username: "ann", CreatedAt: now, ExpiresAt: now.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("old"), rt("five", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("old"), rt("five", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(expired) = %v, want ErrBadCredentials", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("unknown"), rt("six", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("unknown"), rt("six", now.Add(time.Hour)), now, 0); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(unknown) = %v, want ErrBadCredentials", err)
 	}
 
@@ -109,19 +109,19 @@ func TestStore_RotateRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	const grace = 10 * time.Second
-	if _, err := s.RotateRefresh(ctx, h("g1"), g("g2"), now, grace); err != nil {
+	if _, _, err := s.RotateRefresh(ctx, h("g1"), g("g2"), now, grace); err != nil {
 		t.Fatalf("RotateRefresh(g1) = %v", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("g1"), g("g3"), now.Add(5*time.Second), grace); err != nil {
+	if _, _, err := s.RotateRefresh(ctx, h("g1"), g("g3"), now.Add(5*time.Second), grace); err != nil {
 		t.Fatalf("RotateRefresh(g1) again within the grace = %v, want a sibling", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("g2"), g("g4"), now.Add(6*time.Second), grace); err != nil {
+	if _, _, err := s.RotateRefresh(ctx, h("g2"), g("g4"), now.Add(6*time.Second), grace); err != nil {
 		t.Fatalf("RotateRefresh(g2) = %v", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("g1"), g("g5"), now.Add(11*time.Second), grace); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("g1"), g("g5"), now.Add(11*time.Second), grace); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(g1) after the grace = %v, want ErrBadCredentials", err)
 	}
-	if _, err := s.RotateRefresh(ctx, h("g4"), g("g6"), now.Add(12*time.Second), grace); !errors.Is(err, identity.ErrBadCredentials) {
+	if _, _, err := s.RotateRefresh(ctx, h("g4"), g("g6"), now.Add(12*time.Second), grace); !errors.Is(err, identity.ErrBadCredentials) {
 		t.Fatalf("RotateRefresh(g4) after the family was revoked = %v, want ErrBadCredentials", err)
 	}
 }

@@ -133,45 +133,46 @@ func (c *Client) Start(ctx context.Context) (string, string, error) {
 	return oc.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), gooidc.Nonce(nonce)), state, nil
 }
 
-// Finish completes the sign-in and returns the username and roles.
-func (c *Client) Finish(ctx context.Context, state, code string) (string, []string, error) {
+// Finish completes the sign-in and returns the person: the issuer and
+// subject that name them, their username and their roles.
+func (c *Client) Finish(ctx context.Context, state, code string) (identity.OIDCPerson, error) {
 	oc, verifier, err := c.discover(ctx)
 	if err != nil {
-		return "", nil, err
+		return identity.OIDCPerson{}, err
 	}
 	st, err := c.store.TakeOIDCState(ctx, sha256.Sum256([]byte(state)), time.Now().UTC())
 	if err != nil {
-		return "", nil, fmt.Errorf("oidc state: %w", err)
+		return identity.OIDCPerson{}, fmt.Errorf("oidc state: %w", err)
 	}
 	tok, err := oc.Exchange(c.ctx(ctx), code, oauth2.VerifierOption(st.Verifier))
 	if err != nil {
 		c.log.Warn("oidc code exchange failed", "err", err)
-		return "", nil, fmt.Errorf("%w: code exchange failed", identity.ErrBadCredentials)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: code exchange failed", identity.ErrBadCredentials)
 	}
 	raw, _ := tok.Extra("id_token").(string)
 	if raw == "" {
-		return "", nil, fmt.Errorf("%w: the provider returned no ID token", identity.ErrBadCredentials)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: the provider returned no ID token", identity.ErrBadCredentials)
 	}
 	idt, err := verifier.Verify(c.ctx(ctx), raw)
 	if err != nil {
 		c.log.Warn("oidc id token refused", "err", err)
-		return "", nil, fmt.Errorf("%w: ID token refused", identity.ErrBadCredentials)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: ID token refused", identity.ErrBadCredentials)
 	}
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
-		return "", nil, fmt.Errorf("%w: ID token nonce mismatch", identity.ErrBadCredentials)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: ID token nonce mismatch", identity.ErrBadCredentials)
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return "", nil, fmt.Errorf("%w: ID token claims: %v", identity.ErrBadCredentials, err)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: ID token claims: %v", identity.ErrBadCredentials, err)
 	}
 	if claims[c.cfg.GroupsClaim] == nil || claims[c.cfg.UsernameClaim] == nil {
 		c.addUserInfo(ctx, tok, idt.Subject, claims)
 	}
 	username, _ := claims[c.cfg.UsernameClaim].(string)
 	if username == "" {
-		return "", nil, fmt.Errorf("%w: the ID token has no %s claim", identity.ErrForbidden, c.cfg.UsernameClaim)
+		return identity.OIDCPerson{}, fmt.Errorf("%w: the ID token has no %s claim", identity.ErrForbidden, c.cfg.UsernameClaim)
 	}
-	return username, c.roles(claims[c.cfg.GroupsClaim]), nil
+	return identity.OIDCPerson{Issuer: idt.Issuer, Subject: idt.Subject, Username: username, Roles: c.roles(claims[c.cfg.GroupsClaim])}, nil
 }
 
 // addUserInfo adds the claims of the provider's userinfo endpoint that the ID

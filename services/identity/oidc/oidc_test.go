@@ -37,11 +37,32 @@ import (
 	"threatview/platform/testenv"
 )
 
-// people are the identity provider's users and their groups.
-var people = map[string]struct {
+// person is one of the identity provider's users.
+type person struct {
 	username string
 	groups   []string
-}{
+}
+
+// peopleMu guards people: tests rename people and change their groups at
+// the provider between sign-ins.
+var peopleMu sync.RWMutex
+
+// setPerson adds or changes a person at the provider.
+func setPerson(id string, p person) {
+	peopleMu.Lock()
+	defer peopleMu.Unlock()
+	people[id] = p
+}
+
+func personByID(id string) (person, bool) {
+	peopleMu.RLock()
+	defer peopleMu.RUnlock()
+	p, ok := people[id]
+	return p, ok
+}
+
+// people are the identity provider's users and their groups.
+var people = map[string]person{
 	"u-olga": {"olga", []string{"tv-analysts", "tv-auditors", "staff"}},
 	"u-adam": {"Adam", []string{"tv-admins"}},
 	"u-nina": {"nina", []string{"marketing"}},
@@ -52,7 +73,7 @@ var people = map[string]struct {
 type userStore struct{}
 
 func (userStore) GetUserByID(id string) *storage.User {
-	p, ok := people[id]
+	p, ok := personByID(id)
 	if !ok {
 		return nil
 	}
@@ -61,12 +82,18 @@ func (userStore) GetUserByID(id string) *storage.User {
 }
 
 func (s userStore) GetUserByUsername(name string) *storage.User {
+	peopleMu.RLock()
+	found := ""
 	for id, p := range people {
 		if p.username == name {
-			return s.GetUserByID(id)
+			found = id
 		}
 	}
-	return nil
+	peopleMu.RUnlock()
+	if found == "" {
+		return nil
+	}
+	return s.GetUserByID(found)
 }
 
 func (userStore) ExampleClientID() string { return "service" }
@@ -82,7 +109,8 @@ func (s groupsStorage) SetUserinfoFromRequest(ctx context.Context, info *zoidc.U
 	if err := s.Storage.SetUserinfoFromRequest(ctx, info, req, scopes); err != nil {
 		return err
 	}
-	info.AppendClaims("groups", people[req.GetSubject()].groups)
+	p, _ := personByID(req.GetSubject())
+	info.AppendClaims("groups", p.groups)
 	return nil
 }
 
@@ -91,7 +119,8 @@ func (s groupsStorage) SetUserinfoFromToken(ctx context.Context, info *zoidc.Use
 	if err := s.Storage.SetUserinfoFromToken(ctx, info, tokenID, subject, origin); err != nil {
 		return err
 	}
-	info.AppendClaims("groups", people[subject].groups)
+	p, _ := personByID(subject)
+	info.AppendClaims("groups", p.groups)
 	return nil
 }
 
@@ -299,9 +328,9 @@ func TestSignIn(t *testing.T) {
 		if err != nil || cb.Query().Get("state") != state || cb.Query().Get("code") == "" {
 			t.Fatalf("redirect to %q, want the callback with the state and a code", resp.Header.Get("Location"))
 		}
-		username, roles, err := plain.Finish(context.Background(), state, cb.Query().Get("code"))
-		if err != nil || username != "olga" || !slices.Equal(roles, []string{"analyst", "auditor"}) {
-			t.Fatalf("Finish = %q %v %v, want olga [analyst auditor]", username, roles, err)
+		p, err := plain.Finish(context.Background(), state, cb.Query().Get("code"))
+		if err != nil || p.Username != "olga" || p.Subject != "u-olga" || p.Issuer != issuer || !slices.Equal(p.Roles, []string{"analyst", "auditor"}) {
+			t.Fatalf("Finish = %+v %v, want olga (u-olga at %s) [analyst auditor]", p, err, issuer)
 		}
 	})
 	t.Run("NoRole", func(t *testing.T) {
@@ -320,6 +349,97 @@ func TestSignIn(t *testing.T) {
 		status, body, _ := signIn(t, "lou")
 		if status != 403 {
 			t.Fatalf("OIDC sign-in as a local person = %d %s, want 403", status, body)
+		}
+	})
+	// sessionOf decodes a sign-in's answer.
+	type sessionAnswer struct {
+		RefreshToken     string    `json:"refresh_token"`
+		RefreshExpiresAt time.Time `json:"refresh_expires_at"`
+		User             struct {
+			Username string   `json:"username"`
+			Roles    []string `json:"roles"`
+		} `json:"user"`
+	}
+	sessionOf := func(t *testing.T, body []byte) sessionAnswer {
+		t.Helper()
+		var s sessionAnswer
+		if err := json.Unmarshal(body, &s); err != nil {
+			t.Fatalf("sign-in answer %s: %v", body, err)
+		}
+		return s
+	}
+	refresh := func(t *testing.T, token string) (int, sessionAnswer) {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/refresh", "application/json", strings.NewReader(`{"refresh_token":"`+token+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			return resp.StatusCode, sessionAnswer{}
+		}
+		return 200, sessionOf(t, b)
+	}
+	t.Run("KeyedBySubject", func(t *testing.T) {
+		// The provider renames a person: still the same Threat View person.
+		setPerson("u-rita", person{"rita", []string{"tv-analysts"}})
+		status, body, _ := signIn(t, "rita")
+		if status != 200 {
+			t.Fatalf("sign-in of rita = %d %s", status, body)
+		}
+		setPerson("u-rita", person{"rita-new", []string{"tv-analysts"}})
+		status, body, _ = signIn(t, "rita-new")
+		if s := sessionOf(t, body); status != 200 || s.User.Username != "rita" {
+			t.Fatalf("sign-in after the rename = %d %s, want 200 as rita", status, body)
+		}
+		// Someone else now called rita at the provider (an admin there)
+		// does not become rita here.
+		setPerson("u-imposter", person{"rita", []string{"tv-admins"}})
+		status, body, _ = signIn(t, "rita")
+		if status != 403 {
+			t.Fatalf("another subject with rita's username = %d %s, want 403", status, body)
+		}
+		if u, err := store.GetUser(context.Background(), "rita"); err != nil || !slices.Equal(u.Roles, []string{"analyst"}) {
+			t.Fatalf("rita = %+v %v, want her analyst role unchanged", u, err)
+		}
+	})
+	t.Run("NoRoleEndsSessions", func(t *testing.T) {
+		setPerson("u-ron", person{"ron", []string{"tv-admins"}})
+		status, body, _ := signIn(t, "ron")
+		if status != 200 {
+			t.Fatalf("sign-in of ron = %d %s", status, body)
+		}
+		first := sessionOf(t, body)
+		// Removed from every Threat View group at the provider: the next
+		// sign-in is refused, and it ends the sessions ron already has.
+		setPerson("u-ron", person{"ron", []string{"marketing"}})
+		if status, body, _ := signIn(t, "ron"); status != 403 {
+			t.Fatalf("sign-in without a role = %d %s, want 403", status, body)
+		}
+		if status, _ := refresh(t, first.RefreshToken); status != 401 {
+			t.Fatalf("refresh of ron's earlier session = %d, want 401", status)
+		}
+		if u, err := store.GetUser(context.Background(), "ron"); err != nil || len(u.Roles) != 0 {
+			t.Fatalf("ron = %+v %v, want no roles", u, err)
+		}
+	})
+	t.Run("SessionDoesNotSlide", func(t *testing.T) {
+		// A provider sign-in lasts the OIDC session lifetime (1 h by
+		// default), however often it is renewed: a person removed at the
+		// provider must come back through it within that time.
+		setPerson("u-sam", person{"sam", []string{"tv-analysts"}})
+		status, body, _ := signIn(t, "sam")
+		if status != 200 {
+			t.Fatalf("sign-in of sam = %d %s", status, body)
+		}
+		s := sessionOf(t, body)
+		if d := time.Until(s.RefreshExpiresAt); d > time.Hour+time.Minute || d < 58*time.Minute {
+			t.Fatalf("refresh_expires_at in %s, want 1 h", d)
+		}
+		status, next := refresh(t, s.RefreshToken)
+		if status != 200 || !next.RefreshExpiresAt.Equal(s.RefreshExpiresAt) {
+			t.Fatalf("refresh = %d, expires %s; want 200 and the sign-in's %s", status, next.RefreshExpiresAt, s.RefreshExpiresAt)
 		}
 	})
 	t.Run("StateFromAnotherBrowser", func(t *testing.T) {

@@ -31,6 +31,10 @@ type Config struct {
 	// working everywhere within 5 minutes.
 	AccessTTL  time.Duration `env:"IDENTITY_ACCESS_TOKEN_TTL" envDefault:"4m50s"`
 	RefreshTTL time.Duration `env:"IDENTITY_REFRESH_TOKEN_TTL" envDefault:"12h"`
+	// OIDCSessionTTL bounds a sign-in through the identity provider (its
+	// refresh tokens do not slide past it): a person removed at the
+	// provider loses access within it plus one access token's lifetime.
+	OIDCSessionTTL time.Duration `env:"IDENTITY_OIDC_SESSION_TTL" envDefault:"1h"`
 	// RefreshGrace is how long a used refresh token may be presented again
 	// (two page loads at once) and still be renewed; later reuse ends the
 	// sign-in as stolen. At most 60s; 0 turns it off.
@@ -87,6 +91,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("IDENTITY_ACCESS_TOKEN_TTL must be between 30s and %s (it bounds, with 10 s of clock leeway, how long a disabled person's token works), got %s", identity.MaxAccessTTL, c.AccessTTL)
 	case c.RefreshTTL < c.AccessTTL:
 		return fmt.Errorf("IDENTITY_REFRESH_TOKEN_TTL must be at least IDENTITY_ACCESS_TOKEN_TTL, got %s", c.RefreshTTL)
+	case c.OIDCSessionTTL < c.AccessTTL || c.OIDCSessionTTL > c.RefreshTTL:
+		return fmt.Errorf("IDENTITY_OIDC_SESSION_TTL must be between IDENTITY_ACCESS_TOKEN_TTL and IDENTITY_REFRESH_TOKEN_TTL, got %s", c.OIDCSessionTTL)
 	case c.RefreshGrace < 0 || c.RefreshGrace > time.Minute:
 		return fmt.Errorf("IDENTITY_REFRESH_REUSE_GRACE must be between 0 and 1m, got %s", c.RefreshGrace)
 	case c.MaxFailuresUser < 1:

@@ -56,7 +56,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Warn("auditing is off: AUDITLOGGER_SERVICE_URL is blank")
 	}
 	svc := identity.NewService(store, hasher, keys, auditor, identity.Options{
-		AccessTTL: cfg.AccessTTL, RefreshTTL: cfg.RefreshTTL, RefreshGrace: cfg.RefreshGrace,
+		AccessTTL: cfg.AccessTTL, RefreshTTL: cfg.RefreshTTL, RefreshGrace: cfg.RefreshGrace, OIDCSessionTTL: cfg.OIDCSessionTTL,
 		MaxFailuresUser: cfg.MaxFailuresUser, MaxFailuresIP: cfg.MaxFailuresIP, FailureWindow: cfg.FailureWindow,
 	}, log)
 
