@@ -750,9 +750,15 @@ func TestChart_DependentEnv(t *testing.T) {
 func TestChart_Jobs(t *testing.T) {
 	def := render(t, nil)
 	for _, m := range def.objects {
-		if m.kind == "CronJob" {
+		if m.kind == "CronJob" && m.name != release+"-threatview-audit-verify" {
 			t.Errorf("CronJob %s rendered by default; the retention jobs are off by default", m.name)
 		}
+	}
+	// The audit trail's offline verification is on by default.
+	if m, ok := def.find("CronJob", release+"-threatview-audit-verify"); !ok {
+		t.Error("no audit-verify CronJob by default")
+	} else if cj := m.obj.(*batchv1.CronJob); cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent || !strings.Contains(m.raw, "schedule: \"") {
+		t.Errorf("audit-verify: concurrencyPolicy %q, schedule quoted %v", cj.Spec.ConcurrencyPolicy, strings.Contains(m.raw, "schedule: \""))
 	}
 	m, ok := def.find("Job", release+"-threatview-migrations")
 	if !ok {

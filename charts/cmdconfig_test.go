@@ -27,6 +27,7 @@ var cmdConfigs = map[string]string{
 	"tokens":              "../services/tokens/cmd/tokens",
 	"audit-logger":        "../services/auditlogger/cmd/auditlogger",
 	"audit-logger-worker": "../services/auditlogger/cmd/auditworker",
+	"audit-verify":        "../services/auditlogger/cmd/auditverify",
 	"data-collector":      "../services/collector/cmd/collector",
 	"data-processor":      "../services/processor/cmd/processor",
 }

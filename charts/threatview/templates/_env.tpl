@@ -64,11 +64,31 @@ IDENTITY_JWKS_URL: {{ printf "http://%s:%d/.well-known/jwks.json" (include "thre
 {{- end }}
 {{- end }}
 
+{{/* The audit trail's public keys and store, for the audit logger and auditverify. */}}
+{{- define "threatview.config.auditTrail" -}}
+{{- with .Values.auditTrail.publicKeys }}
+AUDIT_PUBLIC_KEYS: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.auditTrail.dir }}
+AUDIT_TRAIL_DIR: {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/* auditverify: the archive is read from archive.dir when the archive is a directory. */}}
+{{- define "threatview.config.auditVerify" -}}
+{{ include "threatview.config.auditTrail" . }}
+{{- if and .Values.archive.dir .Values.archive.volume }}
+AUDITVERIFY_ARCHIVE_DIR: {{ .Values.archive.dir | quote }}
+{{- end }}
+{{ include "threatview.config.extra" .Values.auditVerify }}
+{{- end }}
+
 {{- define "threatview.config.auditLogger" -}}
 {{- $v := .Values.auditLogger }}
 {{ include "threatview.config.common" (list . $v) }}
 {{ include "threatview.config.broker" . }}
 {{ include "threatview.config.identityJWKS" . }}
+{{ include "threatview.config.auditTrail" . }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
@@ -76,6 +96,10 @@ IDENTITY_JWKS_URL: {{ printf "http://%s:%d/.well-known/jwks.json" (include "thre
 {{- $v := .Values.auditLoggerWorker }}
 {{ include "threatview.config.common" (list . $v) }}
 {{ include "threatview.config.broker" . }}
+AUDITWORKER_CHECKPOINT_EVERY: {{ .Values.auditTrail.checkpointEvery | quote }}
+{{- with .Values.auditTrail.dir }}
+AUDIT_TRAIL_DIR: {{ . | quote }}
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
@@ -288,11 +312,35 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.auditDatabase" . }}
+{{ include "threatview.env.auditPublicKeys" . }}
 {{- end }}
 
 {{- define "threatview.secretEnv.auditLoggerWorker" -}}
 {{ include "threatview.env.brokerPasscode" . }}
 {{ include "threatview.env.auditDatabase" . }}
+- name: AUDIT_SIGNING_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secrets.existingSecret | quote }}
+      key: {{ .Values.secrets.auditSigningKeysKey | quote }}
+      optional: true
+{{- end }}
+
+{{/* AUDIT_PUBLIC_KEYS from the Secret unless auditTrail.publicKeys gives them. */}}
+{{- define "threatview.env.auditPublicKeys" -}}
+{{- if not .Values.auditTrail.publicKeys }}
+- name: AUDIT_PUBLIC_KEYS
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secrets.existingSecret | quote }}
+      key: {{ .Values.secrets.auditPublicKeysKey | quote }}
+      optional: true
+{{- end }}
+{{- end }}
+
+{{- define "threatview.secretEnv.auditVerify" -}}
+{{ include "threatview.env.auditDatabase" . }}
+{{ include "threatview.env.auditPublicKeys" . }}
 {{- end }}
 
 {{- define "threatview.secretEnv.tokens" -}}

@@ -84,6 +84,7 @@ the others consume a queue in order and run exactly one replica.
 {{- define "threatview.jobs" -}}
 - {key: archiver, component: archiver}
 - {key: cleanup, component: cleanup}
+- {key: auditVerify, component: audit-verify}
 {{- end }}
 
 {{/* Image reference: (list $ .Values.dataCollector.image). Registry-less unless image.registry is set. */}}
@@ -269,6 +270,9 @@ visual-renderer: {service: true, public: true, to: [identity], ext: [postgres]}
 admin-interface: {service: true, public: true, toRelease: true, ext: [broker]}
 {{- if .Values.archiver.enabled }}
 archiver: {ext: [postgres, mariadb, https]}
+{{- end }}
+{{- if .Values.auditVerify.enabled }}
+audit-verify: {ext: [mariadb]}
 {{- end }}
 {{- if .Values.cleanup.enabled }}
 cleanup: {ext: [postgres, mariadb, https]}
