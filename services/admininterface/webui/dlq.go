@@ -298,6 +298,7 @@ func (s *Server) replayAll(w http.ResponseWriter, r *http.Request, q dlqQueue, i
 				mu.Unlock()
 			})
 		}()
+		last := 0
 		for {
 			select {
 			case <-res:
@@ -306,6 +307,10 @@ func (s *Server) replayAll(w http.ResponseWriter, r *http.Request, q dlqQueue, i
 				mu.Lock()
 				n := count
 				mu.Unlock()
+				if n == last {
+					continue // nothing new (the replay waits for the queue's end)
+				}
+				last = n
 				select {
 				case lines <- fmt.Sprintf("%d message(s) replayed so far…", n):
 				case <-ctx.Done():
