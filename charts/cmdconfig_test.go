@@ -22,6 +22,7 @@ import (
 var cmdConfigs = map[string]string{
 	"identity":            "../services/identity/cmd/identity",
 	"visual-renderer":     "../services/visualrenderer/cmd/visualrenderer",
+	"privacy":             "../services/retention/cmd/privacy",
 	"admin-interface":     "../services/admininterface/cmd/admininterface",
 	"smoketest":           "../deploy/smoketest",
 	"tokens":              "../services/tokens/cmd/tokens",

@@ -139,6 +139,16 @@ IDENTITY_SERVICE_URL: {{ . | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
+{{- define "threatview.config.privacy" -}}
+{{- $v := .Values.privacy }}
+{{ include "threatview.config.common" (list . $v) }}
+{{ include "threatview.config.identityJWKS" . }}
+AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
+PRIVACY_BATCH_ROWS: {{ $v.batchRows | quote }}
+PRIVACY_SETTLE: {{ $v.settle | quote }}
+{{ include "threatview.config.extra" $v }}
+{{- end }}
+
 {{/* ADMINUI_STATUS_TARGETS: name=URL of every running service, for the status page. */}}
 {{- define "threatview.adminStatusTargets" -}}
 {{- $out := list }}
@@ -363,6 +373,13 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- define "threatview.secretEnv.visualRenderer" -}}
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.rendererDatabase" . }}
+{{- end }}
+
+{{- define "threatview.secretEnv.privacy" -}}
+{{ include "threatview.env.adminKey" . }}
+{{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.eventsDatabase" . }}
+{{ include "threatview.env.auditDatabase" . }}
 {{- end }}
 
 {{- define "threatview.secretEnv.adminInterface" -}}
