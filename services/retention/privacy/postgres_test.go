@@ -1,0 +1,205 @@
+package privacy_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"threatview/retention/internal/retentiontest"
+	"threatview/retention/privacy"
+)
+
+// fill stores n events of two apps and `devices` devices each, received
+// over the last three months, with their facts, and the rollups and
+// summaries the aggregator would have built from them.
+func fill(tb testing.TB, db *sql.DB, n, devices int) {
+	tb.Helper()
+	ctx := context.Background()
+	start := retentiontest.Month(-2)
+	stmts := []string{
+		`INSERT INTO facts.device_models_dim (manufacturer, model) SELECT 'M', 'model ' || g FROM generate_series(0, 4) g`,
+		fmt.Sprintf(`INSERT INTO events.events (id, received_at, occurred_at, type, app_id, device_id, device_model, manufacturer, os, country, payload)
+		SELECT gen_random_uuid(), r, r - (g %% 50) * interval '1 hour', 'app.startup', 'app-' || (g %% 2), 'd-' || ((g / 2) %% %d),
+		       'model ' || (g %% 5), 'M', 'os' || (g %% 3), (ARRAY['AU','FR','US','DE'])[1 + g %% 4],
+		       jsonb_build_object('threats', CASE WHEN g %% 3 = 0 THEN '["root"]'::jsonb ELSE '["root",{"type":"hook"}]'::jsonb END)
+		  FROM generate_series(1, $1) g, LATERAL (SELECT $2::timestamptz + g * (interval '85 days' / $1) AS r) t`, devices),
+		`INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
+		SELECT e.id, e.received_at, e.occurred_at, e.app_id, e.country, d.id, e.os, facts.threat_types(e.payload)
+		  FROM events.events e JOIN facts.device_models_dim d ON d.manufacturer = e.manufacturer AND d.model = e.device_model`,
+	}
+	grains := map[string]string{
+		"hour":  "date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+		"day":   "(occurred_at AT TIME ZONE 'UTC')::date",
+		"month": "date_trunc('month', occurred_at AT TIME ZONE 'UTC')::date",
+	}
+	keys := map[string][3]string{"country": {"country", "country", "facts.facts"}, "device_model": {"device_model_id", "device_model_id", "facts.facts"},
+		"os": {"os", "os", "facts.facts"}, "threat": {"threat", "x.threat", "facts.facts s, unnest(s.threats) AS x(threat)"}}
+	for g, bucket := range grains {
+		for k, c := range keys {
+			stmts = append(stmts,
+				fmt.Sprintf(`INSERT INTO facts.events_by_%s_per_%s (app_id, bucket, %s, count) SELECT app_id, %s, %s, count(*) FROM %s GROUP BY 1, 2, 3`, k, g, c[0], bucket, c[1], c[2]),
+				fmt.Sprintf(`INSERT INTO facts.all_apps_events_by_%s_per_%s (bucket, %s, count) SELECT %s, %s, count(*) FROM %s GROUP BY 1, 2`, k, g, c[0], bucket, c[1], c[2]))
+		}
+	}
+	stmts = append(stmts, `ANALYZE`)
+	for i, q := range stmts {
+		args := []any{}
+		if i == 1 { // the events statement takes n and the start
+			args = []any{n, start}
+		}
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			tb.Fatalf("fill: %v\n%s", err, q)
+		}
+	}
+}
+
+// exact returns how many rollup buckets differ from a count(*) over the
+// stored facts (per app and all apps).
+func exact(tb testing.TB, pool *pgxpool.Pool) int {
+	tb.Helper()
+	grains := map[string]string{
+		"hour":  "date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'",
+		"day":   "(occurred_at AT TIME ZONE 'UTC')::date",
+		"month": "date_trunc('month', occurred_at AT TIME ZONE 'UTC')::date",
+	}
+	keys := map[string][3]string{"country": {"country", "country", "events.events e"}, "os": {"os", "os", "events.events e"},
+		"threat": {"threat", "x.threat", "events.events e, unnest(facts.threat_types(e.payload)) AS x(threat)"}}
+	bad := 0
+	for g, bucket := range grains {
+		for k, c := range keys {
+			var n int
+			q := fmt.Sprintf(`WITH want AS (SELECT app_id, %[1]s AS bucket, %[2]s::text AS key, count(*) AS n FROM %[3]s GROUP BY 1, 2, 3),
+have AS (SELECT app_id, bucket, %[4]s::text AS key, count AS n FROM facts.events_by_%[5]s_per_%[6]s),
+wall AS (SELECT bucket, key, sum(n) AS n FROM want GROUP BY 1, 2),
+hall AS (SELECT bucket, %[4]s::text AS key, count AS n FROM facts.all_apps_events_by_%[5]s_per_%[6]s)
+SELECT (SELECT count(*) FROM want FULL JOIN have USING (app_id, bucket, key) WHERE want.n IS DISTINCT FROM have.n)
+     + (SELECT count(*) FROM wall FULL JOIN hall USING (bucket, key) WHERE wall.n IS DISTINCT FROM hall.n)`, bucket, c[1], c[2], c[0], k, g)
+			if err := pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+				tb.Fatalf("%s per %s: %v", k, g, err)
+			}
+			bad += n
+		}
+	}
+	return bad
+}
+
+func open(tb testing.TB, url string) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+func eraseAll(tb testing.TB, pg *privacy.PG, s privacy.Subject, batch int) privacy.Batch {
+	tb.Helper()
+	var sum privacy.Batch
+	for {
+		b, err := pg.EraseEvents(context.Background(), s, batch)
+		if err != nil {
+			tb.Fatalf("EraseEvents(%v) = %v", s, err)
+		}
+		if b.Events == 0 {
+			return sum
+		}
+		if b.Facts != b.Events {
+			tb.Fatalf("batch deleted %d events, %d facts", b.Events, b.Facts)
+		}
+		sum.Events += b.Events
+		sum.Facts += b.Facts
+		sum.RollupRows += b.RollupRows
+		sum.RollupRowsRemoved += b.RollupRowsRemoved
+	}
+}
+
+func TestPG_EraseEvents(t *testing.T) {
+	url, db := retentiontest.Postgres(t)
+	fill(t, db, 20000, 40)
+	pool := open(t, url)
+	if bad := exact(t, pool); bad != 0 {
+		t.Fatalf("before: %d rollup buckets differ from count(*): the fixture is wrong", bad)
+	}
+	pg := privacy.NewPG(pool)
+	ctx := context.Background()
+	count := func(app, dev string) (n int64) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2`, app, dev).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	victim := privacy.Subject{AppID: "app-0", DeviceID: "d-7"}
+	want, other := count("app-0", "d-7"), count("app-1", "d-7")
+	if want == 0 || other == 0 {
+		t.Fatalf("fixture: %d and %d events of d-7", want, other)
+	}
+	sum := eraseAll(t, pg, victim, 37) // several batches
+	if sum.Events != want || sum.Facts != want || sum.RollupRows == 0 {
+		t.Fatalf("erased %+v, want %d events and facts", sum, want)
+	}
+	if got := count("app-0", "d-7"); got != 0 {
+		t.Errorf("%d events of the subject left", got)
+	}
+	if got := count("app-1", "d-7"); got != other {
+		t.Errorf("same device id in another app: %d events, want %d", got, other)
+	}
+	if bad := exact(t, pool); bad != 0 {
+		t.Errorf("after the erasure %d rollup buckets differ from count(*)", bad)
+	}
+	if again := eraseAll(t, pg, victim, 37); again.Events != 0 || again.RollupRows != 0 {
+		t.Errorf("a second run erased %+v, want nothing", again)
+	}
+	v, err := pg.Verify(ctx, victim)
+	if err != nil || v.Events != 0 || v.LateEvents != 0 {
+		t.Errorf("Verify = %+v, %v", v, err)
+	}
+}
+
+var bench struct {
+	once sync.Once
+	url  string
+	next int
+}
+
+// BenchmarkErase erases one device per op (op i erases device d-i of
+// app-0) from a table of PRIVACY_BENCH_EVENTS events (default 200,000) of
+// 2 apps x PRIVACY_BENCH_DEVICES devices (default 1,000), in batches of
+// 5,000, rollups adjusted: run with -benchtime=1000x for 1,000 erasures.
+func BenchmarkErase(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_EVENTS"))
+	if n == 0 {
+		n = 200000
+	}
+	devices, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_DEVICES"))
+	if devices == 0 {
+		devices = 1000
+	}
+	bench.once.Do(func() {
+		url, db := retentiontest.Postgres(b)
+		t0 := time.Now()
+		fill(b, db, n, devices)
+		b.Logf("filled %d events, %d devices per app, in %s", n, devices, time.Since(t0).Round(time.Second))
+		bench.url = url
+	})
+	pool := open(b, bench.url)
+	pg := privacy.NewPG(pool)
+	var rows int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := privacy.Subject{AppID: "app-0", DeviceID: "d-" + strconv.Itoa(bench.next%devices)}
+		bench.next++
+		rows += eraseAll(b, pg, s, 5000).Events
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+}
