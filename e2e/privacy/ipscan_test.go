@@ -188,4 +188,3 @@ func checkClean(t *testing.T, where, text string) {
 		}
 	}
 }
-
