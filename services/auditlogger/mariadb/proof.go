@@ -22,7 +22,7 @@ func (t *Trail) nodeHash(ctx context.Context, level uint, index uint64) ([]byte,
 	first, count := index<<(level-base), uint64(1)<<(level-base)
 	var q string
 	if base == 0 {
-		q = "SELECT seq, leaf_hash FROM audit_events WHERE seq >= ? AND seq < ? ORDER BY seq"
+		q = "SELECT seq, leaf_hash FROM audit_events FORCE INDEX (by_seq) WHERE seq >= ? AND seq < ? ORDER BY seq"
 	} else {
 		q = fmt.Sprintf("SELECT idx, hash FROM audit_tree_nodes WHERE level = %d AND idx >= ? AND idx < ? ORDER BY idx", base)
 	}

@@ -20,7 +20,7 @@ func BenchmarkVerify(b *testing.B) {
 	if _, err := s.LoadMaxPacket(ctx); err != nil {
 		b.Fatal(err)
 	}
-	const n = 100000
+	const n = 300000
 	t0 := time.Now().Add(-time.Hour)
 	for i := 0; i < n/2000; i++ {
 		if _, err := s.Insert(ctx, audittest.Records(2000, t0.Add(time.Duration(i)*3*time.Second))); err != nil {

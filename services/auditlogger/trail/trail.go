@@ -12,7 +12,6 @@
 package trail
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -48,44 +47,52 @@ var rangeFactory = &compact.RangeFactory{Hash: Hasher.HashChildren}
 // and bytes), event_count (4 bytes) and body_sha256 (1 length byte and its
 // 0 or 32 bytes). The body is not part of it.
 func LeafData(r *wire.AuditRecord) []byte {
-	var b bytes.Buffer
-	b.Grow(128 + len(r.ActorToken) + len(r.ActorApp) + len(r.Action) + len(r.Resource) + len(r.UserAgent) + len(r.RequestID))
-	b.WriteByte(LeafVersion)
 	id, _ := auditlogger.ParseID(r.ID)
-	b.Write(id[:])
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(r.Time.UTC().UnixMicro()))
-	b.Write(n[:])
-	str := func(s string) {
-		binary.BigEndian.PutUint32(n[:4], uint32(len(s)))
-		b.Write(n[:4])
-		b.WriteString(s)
-	}
-	short := func(p []byte) {
-		b.WriteByte(byte(len(p)))
-		b.Write(p)
-	}
-	str(r.ActorToken)
-	str(r.ActorApp)
-	str(r.Action)
-	str(r.Resource)
-	binary.BigEndian.PutUint16(n[:2], uint16(r.Outcome))
-	b.Write(n[:2])
 	var ip []byte
 	if a, err := netip.ParseAddr(r.ClientIP); err == nil {
 		ip = a.Unmap().AsSlice()
 	}
-	short(ip)
-	str(r.UserAgent)
-	str(r.RequestID)
-	binary.BigEndian.PutUint32(n[:4], uint32(r.EventCount))
-	b.Write(n[:4])
 	var sum []byte
 	if s, err := hex.DecodeString(r.BodySHA256); err == nil && len(s) == HashSize {
 		sum = s
 	}
-	short(sum)
-	return b.Bytes()
+	return AppendLeafData(nil, LeafFields{ID: id, Time: r.Time, ActorToken: []byte(r.ActorToken), ActorApp: []byte(r.ActorApp),
+		Action: []byte(r.Action), Resource: []byte(r.Resource), Outcome: r.Outcome, ClientIP: ip, UserAgent: []byte(r.UserAgent),
+		RequestID: []byte(r.RequestID), EventCount: r.EventCount, BodySHA256: sum})
+}
+
+// LeafFields are a row's columns as stored (the client address and digest
+// as their raw bytes), for computing a leaf straight from a database row.
+type LeafFields struct {
+	ID                                     [16]byte
+	Time                                   time.Time
+	ActorToken, ActorApp, Action, Resource []byte
+	Outcome                                int
+	ClientIP                               []byte // 0, 4 or 16 bytes
+	UserAgent, RequestID                   []byte
+	EventCount                             int
+	BodySHA256                             []byte // 0 or 32 bytes
+}
+
+// AppendLeafData appends the canonical encoding (see LeafData) to b.
+func AppendLeafData(b []byte, f LeafFields) []byte {
+	b = append(b, LeafVersion)
+	b = append(b, f.ID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(f.Time.UTC().UnixMicro()))
+	for _, s := range [][]byte{f.ActorToken, f.ActorApp, f.Action, f.Resource} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(f.Outcome))
+	b = append(b, byte(len(f.ClientIP)))
+	b = append(b, f.ClientIP...)
+	for _, s := range [][]byte{f.UserAgent, f.RequestID} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(f.EventCount))
+	b = append(b, byte(len(f.BodySHA256)))
+	return append(b, f.BodySHA256...)
 }
 
 // LeafHash returns the RFC 6962 leaf hash of a stored record.
