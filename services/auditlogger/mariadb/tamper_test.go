@@ -91,6 +91,25 @@ func TestTrail_VerifyUntampered(t *testing.T) {
 	if !rep.OK || rep.Checked != 200 || len(rep.Problems) != 0 || rep.Checkpoint == nil || rep.Checkpoint.Size != 200 {
 		t.Fatalf("Verify = ok %v, checked %d, checkpoint %+v, problems %+v; want ok, 200, size 200", rep.OK, rep.Checked, rep.Checkpoint, rep.Problems)
 	}
+	// Without the object store: the rows against their leaf_hash column and
+	// the signed roots.
+	if rep := f.verifyWith(t, f.db, nil); !rep.OK || rep.Checked != 200 {
+		t.Fatalf("without the store: ok %v, checked %d, problems %+v", rep.OK, rep.Checked, rep.Problems)
+	}
+	tx, err := f.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.rows[60]
+	r.Outcome = 500
+	if _, err := tx.Exec("UPDATE audit_events SET outcome = 500, leaf_hash = ? WHERE seq = 60", trail.LeafHash(&r)); err != nil {
+		t.Fatal(err)
+	}
+	rep = f.verifyWith(t, tx, nil)
+	tx.Rollback()
+	if rep.OK || !hasProblem(rep.Problems, trail.Problem{ID: "checkpoint 2", Kind: trail.KindModified}) {
+		t.Fatalf("row and leaf_hash rewritten, without the store: %+v; want checkpoint 2 (size 200) not reproduced", rep.Problems)
+	}
 	// Redacting a body (a data-subject erasure) keeps the trail valid.
 	if _, err := f.db.Exec("UPDATE audit_events SET body = NULL WHERE seq = 3"); err != nil {
 		t.Fatal(err)
