@@ -1,0 +1,186 @@
+package evaluate
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/alerts"
+	"threatview/alerts/internal/pgtest"
+	"threatview/alerts/notify"
+	"threatview/platform/pipeline"
+)
+
+func TestNext(t *testing.T) {
+	for _, c := range []struct {
+		state     string
+		value, th int64
+		want      string
+	}{
+		{"ok", 49, 50, ""}, {"ok", 50, 50, "firing"}, {"firing", 45, 50, ""}, {"firing", 41, 50, ""},
+		{"firing", 40, 50, "resolved"}, {"firing", 0, 1, "resolved"}, {"ok", 0, 1, ""}, {"firing", 1, 1, ""},
+	} {
+		if got := Next(c.state, c.value, c.th); got != c.want {
+			t.Errorf("Next(%q, %d, %d) = %q, want %q", c.state, c.value, c.th, got, c.want)
+		}
+	}
+}
+
+// receiver is a webhook endpoint that records each delivery and checks its
+// signature; it answers fail with 503 while fail > 0.
+type receiver struct {
+	mu     sync.Mutex
+	secret string
+	got    []alerts.Notification
+	ids    []string
+	fail   int
+	badSig int
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.fail > 0 {
+		rc.fail--
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if r.Header.Get(notify.SignatureHeader) != notify.Sign(rc.secret, b) {
+		rc.badSig++
+	}
+	var n alerts.Notification
+	_ = json.Unmarshal(b, &n)
+	rc.got = append(rc.got, n)
+	rc.ids = append(rc.ids, r.Header.Get(notify.DeliveryHeader))
+}
+
+func (rc *receiver) deliveries() []alerts.Notification {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]alerts.Notification(nil), rc.got...)
+}
+
+func TestLoop_FireResolveOnce(t *testing.T) {
+	_, st, pool := pgtest.MustStore(t)
+	rc := &receiver{secret: "s3cret"}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := t.Context()
+
+	rule := alerts.Rule{ID: uuid.NewString(), Name: "hooking spike", AppID: "app-a", Threat: "hooking",
+		WindowSeconds: 300, Threshold: 50, CreatedBy: "test",
+		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "s3cret"}}
+	if err := rule.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateRule(ctx, &rule, nil); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	pgtest.Insert(t, pool, 1, 0, 30, "app-a", base, "hooking", "root")
+	pgtest.Insert(t, pool, 1, 30, 30, "app-a", base.Add(30*time.Second), "hooking")
+	pgtest.Insert(t, pool, 1, 60, 100, "app-b", base, "hooking") // another app
+	pgtest.Insert(t, pool, 1, 160, 100, "app-a", base, "root")   // another threat
+
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	newLoop := func() *Loop {
+		l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second, Attempts: 3,
+			Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, NewMetrics(prometheus.NewRegistry()), log)
+		return l
+	}
+	// Two loops (a leader and one that still thinks it leads) evaluate
+	// the same state at once: one transition, one delivery.
+	a, b := newLoop(), newLoop()
+	a.now = func() time.Time { return base.Add(40 * time.Second) }
+	b.now = a.now
+	var wg sync.WaitGroup
+	for _, l := range []*Loop{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.Round(ctx) }()
+	}
+	wg.Wait()
+	a.Round(ctx)
+	got := rc.deliveries()
+	if len(got) != 1 || got[0].State != "firing" || got[0].Value != 60 || got[0].Threshold != 50 || got[0].RuleID != rule.ID {
+		t.Fatalf("deliveries after the spike = %+v, want one firing with value 60", got)
+	}
+	if rc.badSig != 0 {
+		t.Fatalf("%d deliveries had a bad signature", rc.badSig)
+	}
+	var minutes int64
+	_ = pool.QueryRow(ctx, `SELECT sum(count) FROM alerts.threat_minutes`).Scan(&minutes)
+	if minutes != 30*2+30+100+100 {
+		t.Fatalf("minute counts sum to %d, want %d (one per threat of each row)", minutes, 30*2+30+100+100)
+	}
+
+	// 45 in the window: above the resolve point (40), still firing.
+	a.now = func() time.Time { return base.Add(10 * time.Minute) }
+	pgtest.Insert(t, pool, 2, 0, 45, "app-a", base.Add(9*time.Minute), "hooking")
+	a.Round(ctx)
+	if got := rc.deliveries(); len(got) != 1 {
+		t.Fatalf("deliveries at 45 of 50 = %d, want still 1 (hysteresis)", len(got))
+	}
+	a.now = func() time.Time { return base.Add(20 * time.Minute) }
+	a.Round(ctx)
+	a.Round(ctx)
+	got = rc.deliveries()
+	if len(got) != 2 || got[1].State != "resolved" || got[1].Value != 0 {
+		t.Fatalf("deliveries after the spike passed = %+v, want firing then resolved", got)
+	}
+	hist, err := st.History(ctx, rule.ID, 10)
+	if err != nil || len(hist) != 2 || hist[0].Notification != "sent" || hist[1].State != "firing" {
+		t.Fatalf("History = %+v, %v", hist, err)
+	}
+	if rc.ids[0] == rc.ids[1] || rc.ids[0] == "" {
+		t.Fatalf("delivery ids %v, want distinct transition ids", rc.ids)
+	}
+}
+
+func TestLoop_RetryDeadSilence(t *testing.T) {
+	_, st, pool := pgtest.MustStore(t)
+	rc := &receiver{secret: "k", fail: 100}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := t.Context()
+	mk := func(name string, silenced *time.Time) alerts.Rule {
+		r := alerts.Rule{ID: uuid.NewString(), Name: name, WindowSeconds: 60, Threshold: 5, CreatedBy: "test",
+			SilencedUntil: silenced, Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "k"}}
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.CreateRule(ctx, &r, nil); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	until := time.Now().Add(time.Hour)
+	failing := mk("failing receiver", nil)
+	silenced := mk("silenced", &until)
+	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	pgtest.Insert(t, pool, 3, 0, 10, "app-a", base, "jailbreak")
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second, Attempts: 3,
+		Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, NewMetrics(prometheus.NewRegistry()),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.now = func() time.Time { return base.Add(10 * time.Second) }
+	for i := 0; i < 5; i++ {
+		l.Round(ctx)
+		time.Sleep(5 * time.Millisecond)
+	}
+	dead, err := st.Notifications(ctx, "dead", 10)
+	if err != nil || len(dead) != 1 || dead[0].RuleID != failing.ID || dead[0].Attempts != 3 || dead[0].LastError == "" {
+		t.Fatalf("dead letters = %+v, %v; want the failing rule's firing after 3 attempts", dead, err)
+	}
+	hist, _ := st.History(ctx, silenced.ID, 10)
+	if len(hist) != 1 || !hist[0].Silenced || hist[0].Notification != "" {
+		t.Fatalf("silenced rule's history = %+v, want one silenced transition without notification", hist)
+	}
+}

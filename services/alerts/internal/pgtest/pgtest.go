@@ -1,0 +1,63 @@
+// Package pgtest holds the alerts service's integration-test helpers: a
+// migrated events DB per test and outbox rows written as the processor
+// writes them.
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for migrations
+
+	"threatview/alerts/postgres"
+	"threatview/migrations"
+	"threatview/platform/testenv"
+)
+
+// MustStore creates a fresh migrated events DB and returns its URL, a
+// Store and a pool on it (closed at cleanup).
+func MustStore(tb testing.TB) (string, *postgres.Store, *pgxpool.Pool) {
+	tb.Helper()
+	url := testenv.MustPostgres(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	defer db.Close()
+	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
+		tb.Fatalf("migrate events DB: %v", err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	st, err := postgres.Open(ctx, url, 8)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(st.Close)
+	return url, st, pool
+}
+
+// ID returns the n-th test event id of a run (a UUID).
+func ID(run, n int) string { return fmt.Sprintf("0193a1b2-%04x-7e5f-8a9b-%012x", run, n) }
+
+// Insert writes n outbox rows (ids ID(run, first..first+n-1)) for app with
+// threats, received at at, in one transaction.
+func Insert(tb testing.TB, pool *pgxpool.Pool, run, first, n int, app string, at time.Time, threats ...string) {
+	tb.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, os, threats)
+		SELECT format('0193a1b2-%s-7e5f-8a9b-%s', lpad(to_hex($1::int), 4, '0'), lpad(to_hex(i), 12, '0'))::uuid,
+			$2, $3, $3, 'app.startup', 'Android', $4
+		FROM generate_series($5::int, $5::int + $6::int - 1) i`, run, app, at, threats, first, n)
+	if err != nil {
+		tb.Fatalf("insert outbox rows: %v", err)
+	}
+}
