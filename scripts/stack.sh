@@ -57,6 +57,7 @@ SERVICES=(
   "visualrenderer|./services/visualrenderer/cmd/visualrenderer|127.0.0.1:8086"
   "admininterface|./services/admininterface/cmd/admininterface|127.0.0.1:8087"
   "privacy|./services/retention/cmd/privacy|127.0.0.1:8088"
+  "alerts|./services/alerts/cmd/alerts|127.0.0.1:8089"
 )
 INFRA=(postgres mariadb activemq)
 
@@ -191,10 +192,12 @@ ensure_dirs() {
 # gcc + libc6-dev: `go test -race` (make test) needs cgo.
 # chromium + fonts-liberation: the dashboards' browser tests (chromedp drives
 # /usr/bin/chromium headless; the fonts match the charts' Liberation Sans).
+# rsyslog + rsyslog-openssl: the alerts service's syslog forwarding is tested
+# against a private rsyslogd with TLS (services/alerts/internal/rsyslogtest).
 # libxstream-java: the broker writes its statistics plugin's answers as XML with XStream
 # (STOMP transformation jms-map-xml, read by the collector's broker_* metrics); Debian's
 # activemq package does not ship it.
-PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq libxstream-java curl gcc libc6-dev chromium fonts-liberation)
+PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq libxstream-java curl gcc libc6-dev chromium fonts-liberation rsyslog rsyslog-openssl)
 
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 
@@ -294,6 +297,7 @@ EOF
   fi
   if [ -d "$ROOT/services/visualrenderer" ]; then echo "export THREATVIEW_RENDERER_URL='http://127.0.0.1:8086'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/admininterface" ]; then echo "export THREATVIEW_ADMIN_UI_URL='http://127.0.0.1:8087'" >>"$ENVFILE.tmp"; fi
+  if [ -d "$ROOT/services/alerts" ]; then echo "export THREATVIEW_ALERTS_URL='http://127.0.0.1:8089'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/retention/cmd/privacy" ]; then echo "export THREATVIEW_PRIVACY_URL='http://127.0.0.1:8088'" >>"$ENVFILE.tmp"; fi
   chmod 644 "$ENVFILE.tmp"
   mv -f "$ENVFILE.tmp" "$ENVFILE"
