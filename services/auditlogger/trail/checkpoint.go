@@ -164,9 +164,11 @@ func checkpointKey(c *Checkpoint) string {
 	return "checkpoints/" + fmt.Sprintf("%020d-%020d", c.Size, c.Time.UnixNano()) + ".json"
 }
 
-// bundleKey is the object-store key of the leaf bundle starting at first.
-func bundleKey(first uint64) string {
-	return "leaves/" + fmt.Sprintf("%020d", first) + ".bin"
+// bundleKey is the object-store key of the leaf bundle [first, end): a
+// bundle written again after a crash covers a different range, so no key is
+// ever written twice with different contents (the store is write-once).
+func bundleKey(first, end uint64) string {
+	return "leaves/" + fmt.Sprintf("%020d-%020d", first, end) + ".bin"
 }
 
 // parseBundleKey returns the first sequence number of a bundle key.
@@ -179,6 +181,7 @@ func parseBundleKey(key string) (uint64, bool) {
 	if !ok {
 		return 0, false
 	}
+	s, _, _ = strings.Cut(s, "-")
 	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil
 }

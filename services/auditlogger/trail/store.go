@@ -1,6 +1,7 @@
 package trail
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,12 +29,22 @@ type ObjectStore interface {
 }
 
 // Dir is an ObjectStore in a local directory (one file per key, written to
-// a temporary name, synced and renamed).
+// a temporary name, synced and renamed). Like a bucket with Object Lock it
+// is write-once: an object is never replaced by different bytes.
 type Dir struct{ Root string }
+
+// ErrExists means an object already holds different bytes.
+var ErrExists = errors.New("object exists (write-once store)")
 
 // Put implements ObjectStore.
 func (d Dir) Put(_ context.Context, key string, data []byte) error {
 	p := filepath.Join(d.Root, filepath.FromSlash(key))
+	if old, err := os.ReadFile(p); err == nil {
+		if bytes.Equal(old, data) {
+			return nil
+		}
+		return fmt.Errorf("put %s: %w", key, ErrExists)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 		return err
 	}
@@ -193,7 +204,7 @@ func (c *Checkpointer) Once(ctx context.Context, now time.Time) (*Checkpoint, er
 			if err != nil {
 				return nil, err
 			}
-			if err := c.Store.Put(ctx, bundleKey(start), EncodeEntries(es)); err != nil {
+			if err := c.Store.Put(ctx, bundleKey(start, end), EncodeEntries(es)); err != nil {
 				return nil, fmt.Errorf("write leaf bundle: %w", err)
 			}
 		}

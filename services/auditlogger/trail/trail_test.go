@@ -1,0 +1,157 @@
+package trail
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"threatview/auditlogger"
+	"threatview/platform/wire"
+)
+
+// TestLeafData_RawAgrees: the verifier computes leaves from raw column
+// bytes, the worker from records; both must give the same bytes.
+func TestLeafData_RawAgrees(t *testing.T) {
+	sum := sha256.Sum256([]byte("body"))
+	for _, tc := range []struct{ name, ip, sum string }{
+		{"IPv4", "203.0.113.7", hex.EncodeToString(sum[:])},
+		{"IPv6", "2001:db8::1", ""},
+		{"IPv4-mapped", "::ffff:10.1.2.3", ""},
+		{"no address", "", hex.EncodeToString(sum[:])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := wire.AuditRecord{ID: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", Time: time.Date(2026, 12, 1, 5, 44, 22, 123456000, time.UTC),
+				ActorToken: "tok", ActorApp: "app é", Action: "events.collect", Resource: "/v1/events", Outcome: 202,
+				ClientIP: tc.ip, UserAgent: "ua", RequestID: "rid", EventCount: 3, BodySHA256: tc.sum}
+			id, _ := auditlogger.ParseID(r.ID)
+			var ip []byte
+			if a, err := netip.ParseAddr(tc.ip); err == nil {
+				ip = a.Unmap().AsSlice()
+			}
+			raw, _ := hex.DecodeString(tc.sum)
+			got := AppendLeafData(nil, LeafFields{ID: id, Time: r.Time, ActorToken: []byte("tok"), ActorApp: []byte("app é"),
+				Action: []byte("events.collect"), Resource: []byte("/v1/events"), Outcome: 202, ClientIP: ip,
+				UserAgent: []byte("ua"), RequestID: []byte("rid"), EventCount: 3, BodySHA256: raw})
+			if want := LeafData(&r); !bytes.Equal(got, want) {
+				t.Fatalf("AppendLeafData = %x, LeafData = %x", got, want)
+			}
+		})
+	}
+}
+
+// TestLeafHash_FieldsCovered: every field but the body changes the leaf.
+func TestLeafHash_FieldsCovered(t *testing.T) {
+	base := wire.AuditRecord{ID: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", Time: time.Unix(1700000000, 0).UTC(), ActorToken: "a",
+		ActorApp: "b", Action: "c", Resource: "d", Outcome: 202, ClientIP: "192.0.2.1", UserAgent: "e", RequestID: "f", EventCount: 1,
+		BodySHA256: strings.Repeat("ab", 32), Body: []byte("x")}
+	leaf := LeafHash(&base)
+	for name, change := range map[string]func(*wire.AuditRecord){
+		"id":     func(r *wire.AuditRecord) { r.ID = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5d" },
+		"time":   func(r *wire.AuditRecord) { r.Time = r.Time.Add(time.Microsecond) },
+		"actor":  func(r *wire.AuditRecord) { r.ActorToken = "ab"; r.ActorApp = "" }, // a moved boundary
+		"action": func(r *wire.AuditRecord) { r.Action = "C" }, "resource": func(r *wire.AuditRecord) { r.Resource = "" },
+		"outcome": func(r *wire.AuditRecord) { r.Outcome = 500 }, "client_ip": func(r *wire.AuditRecord) { r.ClientIP = "" },
+		"user_agent": func(r *wire.AuditRecord) { r.UserAgent = "E" }, "request_id": func(r *wire.AuditRecord) { r.RequestID = "" },
+		"event_count": func(r *wire.AuditRecord) { r.EventCount = 2 }, "body_sha256": func(r *wire.AuditRecord) { r.BodySHA256 = "" },
+	} {
+		r := base
+		change(&r)
+		if bytes.Equal(LeafHash(&r), leaf) {
+			t.Errorf("changing %s keeps the leaf", name)
+		}
+	}
+	r := base
+	r.Body = nil // a redaction
+	if !bytes.Equal(LeafHash(&r), leaf) {
+		t.Error("redacting the body changes the leaf")
+	}
+}
+
+func TestParseSigningKeys(t *testing.T) {
+	seed := func(b byte) string { return base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{b}, 32)) }
+	t.Run("OK rotation", func(t *testing.T) {
+		oldSigner, _, err := ParseSigningKeys(seed(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := oldSigner.Sign(10, make([]byte, 32), time.Now())
+		signer, ring, err := ParseSigningKeys(seed(2) + ", " + seed(1))
+		if err != nil || len(ring) != 2 || signer.KeyID == oldSigner.KeyID {
+			t.Fatalf("ParseSigningKeys = %v, %d keys, signer %s", err, len(ring), signer.KeyID)
+		}
+		if err := ring.Verify(&old); err != nil {
+			t.Errorf("a checkpoint of the retired key: %v", err)
+		}
+		pubs, err := ParsePublicKeys(base64.StdEncoding.EncodeToString(signer.Public()))
+		if err != nil || pubs[signer.KeyID] == nil {
+			t.Fatalf("ParsePublicKeys = %v, %v", pubs, err)
+		}
+	})
+	t.Run("ErrInvalid", func(t *testing.T) {
+		for _, s := range []string{"", "not base64!", base64.StdEncoding.EncodeToString([]byte("short"))} {
+			if _, _, err := ParseSigningKeys(s); err == nil || !strings.Contains(err.Error(), "AUDIT_SIGNING_KEYS") {
+				t.Errorf("ParseSigningKeys(%q) = %v, want an error naming the variable", s, err)
+			}
+		}
+		if _, err := ParsePublicKeys("xyz"); err == nil {
+			t.Error("ParsePublicKeys(xyz) = nil error")
+		}
+	})
+	t.Run("ErrBadSignature", func(t *testing.T) {
+		signer, ring, _ := ParseSigningKeys(seed(3))
+		c := signer.Sign(5, bytes.Repeat([]byte{7}, 32), time.Now())
+		for name, tamper := range map[string]func(*Checkpoint){
+			"size": func(c *Checkpoint) { c.Size++ }, "root": func(c *Checkpoint) { c.Root[0] ^= 1 },
+			"time": func(c *Checkpoint) { c.Time = c.Time.Add(time.Second) }, "key": func(c *Checkpoint) { c.KeyID = "other" },
+			"foreign": func(c *Checkpoint) {
+				_, priv, _ := ed25519.GenerateKey(nil)
+				c.Signature = ed25519.Sign(priv, c.SignedText())
+			},
+		} {
+			cc := c
+			cc.Root = bytes.Clone(c.Root)
+			tamper(&cc)
+			if err := ring.Verify(&cc); !errors.Is(err, ErrBadSignature) {
+				t.Errorf("%s changed: Verify = %v, want ErrBadSignature", name, err)
+			}
+		}
+	})
+}
+
+func FuzzDecodeEntries(f *testing.F) {
+	f.Add(EncodeEntries([]Entry{{Seq: 7, Time: time.Unix(1, 0).UTC(), Leaf: make([]byte, 32)}}))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := DecodeEntries(b)
+		if err != nil {
+			return
+		}
+		if again := EncodeEntries(es); len(es) > 0 && !bytes.Equal(again, b) {
+			t.Fatalf("round trip: %x became %x", b, again)
+		}
+	})
+}
+
+func TestDir_WriteOnce(t *testing.T) {
+	d := Dir{Root: t.TempDir()}
+	ctx := t.Context()
+	if err := d.Put(ctx, "checkpoints/a.json", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(ctx, "checkpoints/a.json", []byte("one")); err != nil {
+		t.Errorf("same bytes again = %v, want nil", err)
+	}
+	if err := d.Put(ctx, "checkpoints/a.json", []byte("two")); !errors.Is(err, ErrExists) {
+		t.Errorf("other bytes = %v, want ErrExists", err)
+	}
+	if keys, err := d.List(ctx, "checkpoints/"); err != nil || len(keys) != 1 {
+		t.Errorf("List = %v, %v", keys, err)
+	}
+}
