@@ -161,18 +161,26 @@ func (p *PG) Finish(ctx context.Context, e *Erasure) error {
 	return nil
 }
 
-// Suppress puts the subject under suppression (again, if it was lifted).
-func (p *PG) Suppress(ctx context.Context, e *Erasure) error {
-	_, err := p.pool.Exec(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
-		VALUES ($1, $2, $3, $4)
-		ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at = NULL, lifted_by = NULL,
+// Suppress puts the subject under suppression (again, if it was lifted)
+// and, so that a queue of erasures waits out the settle time once and not
+// once each, the subjects of every queued erasure too. It returns when the
+// subject's suppression began.
+func (p *PG) Suppress(ctx context.Context, e *Erasure) (time.Time, error) {
+	const upsert = ` ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at = NULL, lifted_by = NULL,
 			created_at = CASE WHEN events.suppressions.lifted_at IS NULL THEN events.suppressions.created_at ELSE now() END,
-			created_by = excluded.created_by, erasure_id = excluded.erasure_id`,
-		e.AppID, e.DeviceID, e.RequestedBy, e.ID)
-	if err != nil {
-		return unavailable("suppress", err)
+			created_by = excluded.created_by, erasure_id = excluded.erasure_id`
+	if _, err := p.pool.Exec(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
+		SELECT app_id, device_id, requested_by, id FROM events.erasures WHERE status = 'queued'`+upsert); err != nil {
+		return time.Time{}, unavailable("suppress queued", err)
 	}
-	return nil
+	var since time.Time
+	err := p.pool.QueryRow(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
+		VALUES ($1, $2, $3, $4)`+upsert+` RETURNING created_at`,
+		e.AppID, e.DeviceID, e.RequestedBy, e.ID).Scan(&since)
+	if err != nil {
+		return time.Time{}, unavailable("suppress", err)
+	}
+	return since, nil
 }
 
 // WaitAggregated waits until the aggregator has folded every fact queued
@@ -252,9 +260,12 @@ SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.t
 l AS (SELECT t.bucket, t.%[2]s FROM facts.all_apps_events_by_%[1]s t JOIN d ON t.bucket = d.bucket AND t.%[2]s = d.k ORDER BY 1, 2 FOR UPDATE OF t),
 u AS (UPDATE facts.all_apps_events_by_%[1]s t SET count = t.count - d.n FROM d WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND (SELECT count(*) FROM l) >= 0 RETURNING t.count)
 SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
+			// Only the rows this batch touched can have reached 0.
 			out = append(out,
-				fmt.Sprintf(`DELETE FROM facts.events_by_%s_per_%s WHERE app_id = $1 AND count <= 0`, k.table, g.table),
-				fmt.Sprintf(`DELETE FROM facts.all_apps_events_by_%s_per_%s WHERE count <= 0`, k.table, g.table))
+				fmt.Sprintf(`DELETE FROM facts.events_by_%[1]s t USING (SELECT DISTINCT app_id, %[3]s AS bucket, %[4]s AS k FROM %[5]s) d
+WHERE t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k AND t.count <= 0`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from),
+				fmt.Sprintf(`DELETE FROM facts.all_apps_events_by_%[1]s t USING (SELECT DISTINCT %[3]s AS bucket, %[4]s AS k FROM %[5]s) d
+WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND t.count <= 0`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
 		}
 	}
 	return out
@@ -270,7 +281,7 @@ type Batch struct {
 func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 	var b Batch
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; "+erasedFacts); err != nil {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, eraseEventsSQL, s.AppID, s.DeviceID, n).Scan(&b.Events, &b.Facts); err != nil {
@@ -279,23 +290,25 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 		if b.Facts == 0 {
 			return nil
 		}
+		// One round trip for the 48 statements (a pipeline, in order).
+		batch := &pgx.Batch{}
 		for _, q := range decrementSQL {
 			if strings.HasPrefix(q, "DELETE") {
-				args := []any{}
-				if strings.Contains(q, "$1") {
-					args = append(args, s.AppID)
-				}
-				if _, err := tx.Exec(ctx, q, args...); err != nil {
-					return fmt.Errorf("remove zero rollup rows: %w", err)
-				}
+				batch.Queue(q)
 				continue
 			}
-			var adj, zero int64
-			if err := tx.QueryRow(ctx, q).Scan(&adj, &zero); err != nil {
-				return fmt.Errorf("decrement rollups: %w", err)
-			}
-			b.RollupRows += adj
-			b.RollupRowsRemoved += zero
+			batch.Queue(q).QueryRow(func(row pgx.Row) error {
+				var adj, zero int64
+				if err := row.Scan(&adj, &zero); err != nil {
+					return fmt.Errorf("decrement rollups: %w", err)
+				}
+				b.RollupRows += adj
+				b.RollupRowsRemoved += zero
+				return nil
+			})
+		}
+		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+			return fmt.Errorf("adjust rollups: %w", err)
 		}
 		return nil
 	})

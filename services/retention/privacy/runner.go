@@ -153,13 +153,20 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	// Suppressed while the job runs, whatever the request says: a device
 	// still sending would otherwise race the deletion (and its facts the
 	// rollup decrement).
-	if err := r.pg.Suppress(ctx, e); err != nil {
+	since, err := r.pg.Suppress(ctx, e)
+	if err != nil {
 		return rep, err
+	}
+	// Settle counts from when the suppression began (on the database's
+	// clock), so the erasures queued together wait once.
+	var now time.Time
+	if err := r.pg.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		return rep, unavailable("clock", err)
 	}
 	select {
 	case <-ctx.Done():
 		return rep, ctx.Err()
-	case <-time.After(r.cfg.Settle):
+	case <-time.After(r.cfg.Settle - now.Sub(since)):
 	}
 	if err := r.pg.WaitAggregated(ctx, time.Now(), r.cfg.AggregateWait); err != nil {
 		return rep, err
