@@ -55,8 +55,9 @@
 //     recently used or created (GET /v1/introspect/active, at most
 //     WarmLimit) in one request, so a restarted or new collector knows the
 //     tokens of the apps that are about to arrive without one lookup each.
-//     While the warm-up runs (at most Timeout), checks of tokens not in the
-//     cache wait for it instead of each starting a lookup.
+//     While the warm-up runs (at most 5 x Timeout), checks of tokens not in
+//     the cache wait for it (at most Timeout) instead of each starting a
+//     lookup.
 //   - A string that does not have the shape of a token is refused with
 //     ErrUnauthorized without a lookup.
 package tokenauth
