@@ -11,11 +11,13 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	alertsapi "threatview/alerts/httpapi"
 	"threatview/api"
 	auditapi "threatview/auditlogger/httpapi"
 	collectorapi "threatview/collector/httpapi"
 	"threatview/identity"
 	identityapi "threatview/identity/httpapi"
+	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	tokensapi "threatview/tokens/httpapi"
 	rendererapi "threatview/visualrenderer/httpapi"
@@ -35,6 +37,7 @@ func TestRoutes_Documented(t *testing.T) {
 		"identity": identityapi.New(identity.NewService(nil, nil, nil, nil, identity.Options{}, log), identityapi.Options{AdminKey: "a"},
 			httpserver.NewRegistry(), nil, log),
 		"visualrenderer": rendererapi.New(nil, nil, httpserver.NewRegistry(), nil, log),
+		"alerts":         alertsapi.New(nil, authz.New(nil, "a", log), nil, httpserver.NewRegistry(), nil, log),
 	}
 	for name, h := range routers {
 		t.Run(name, func(t *testing.T) {
