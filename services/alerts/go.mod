@@ -3,6 +3,7 @@ module threatview/alerts
 go 1.26.8
 
 require (
+	github.com/emersion/go-smtp v0.24.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
@@ -18,6 +19,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/caarlos0/env/v11 v11.4.2 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/go-stomp/stomp/v3 v3.1.3 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
