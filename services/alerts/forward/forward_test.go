@@ -18,7 +18,7 @@ import (
 
 	"threatview/alerts"
 	"threatview/alerts/forward"
-	"threatview/alerts/internal/rsyslogtest"
+	"threatview/alerts/rsyslogtest"
 )
 
 func event(i int, threats ...string) alerts.Event {
