@@ -25,6 +25,9 @@ type Trail struct {
 	Guard func(http.Handler) http.Handler // auditor, admin or the admin key
 	// Metrics, when set, count verifications (auditlogger_trail_*).
 	Metrics *TrailMetrics
+	// running admits one verification at a time per replica: each reads
+	// the whole trail, and a burst of them must not starve the database.
+	running chan struct{}
 }
 
 // TrailMetrics are the verification metrics alerts watch.
@@ -63,6 +66,7 @@ func (a *API) mountTrail(r chi.Router) {
 	r.Get("/v1/audit/keys", func(w http.ResponseWriter, r *http.Request) {
 		httpserver.WriteJSON(w, http.StatusOK, map[string]any{"keys": t.Keys.List()})
 	})
+	t.running = make(chan struct{}, 1)
 	g := r.With(t.Guard)
 	g.Get("/v1/audit/verify", a.verify)
 	g.Get("/v1/audit/checkpoints", a.checkpoints)
@@ -98,6 +102,14 @@ func (a *API) verify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t := a.opts.Trail
+	select {
+	case t.running <- struct{}{}:
+		defer func() { <-t.running }()
+	default:
+		w.Header().Set("Retry-After", "10")
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "busy", "a verification is already running on this replica; retry later", nil)
+		return
+	}
 	rep, err := verifyTrail(r.Context(), t, opts)
 	if m := t.Metrics; m != nil {
 		switch {

@@ -151,3 +151,59 @@ func TestTrailEndpoints(t *testing.T) {
 		}
 	})
 }
+
+// slowRef is a trail.Reference whose Checkpoints waits for release.
+type slowRef struct {
+	trail.Reference
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s slowRef) Checkpoints(ctx context.Context) ([]trail.Checkpoint, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Reference.Checkpoints(ctx)
+}
+
+// TestVerify_OneAtATime: a second verification while one runs gets 503 with
+// Retry-After, and the first still answers.
+func TestVerify_OneAtATime(t *testing.T) {
+	_, db := audittest.MustDB(t)
+	_, keys := mustKeys(t)
+	ref := slowRef{Reference: trail.StoreReference{Store: trail.Dir{Root: t.TempDir()}}, entered: make(chan struct{}), release: make(chan struct{})}
+	api := httpapi.New(nopPublisher{}, mariadb.New(db), httpapi.Options{InternalKey: internalKey, AdminKey: adminKey,
+		Trail: &httpapi.Trail{DB: mariadb.NewTrail(db), Ref: ref, Keys: keys}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := httptest.NewServer(api.Handler(prometheus.NewRegistry(), nil))
+	defer srv.Close()
+	get := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/audit/verify", nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		resp.Body.Close()
+		return resp
+	}
+	first := make(chan *http.Response)
+	go func() { first <- get() }()
+	<-ref.entered
+	if resp := get(); resp == nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second verification = %v, want 503 with Retry-After", resp)
+	}
+	close(ref.release)
+	if resp := <-first; resp == nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("first verification = %v, want 200", resp)
+	}
+}
+
+func mustKeys(t *testing.T) (*trail.Signer, trail.Keyring) {
+	seed := make([]byte, ed25519.SeedSize)
+	_, _ = rand.Read(seed)
+	s, k, err := trail.ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, k
+}
