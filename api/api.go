@@ -35,6 +35,9 @@ var (
 	// Alerts is the alerts service's document (rules and SIEM forwarders).
 	//go:embed alerts.openapi.json
 	Alerts []byte
+	// Privacy is the privacy service's document (erasures, suppressions).
+	//go:embed privacy.openapi.json
+	Privacy []byte
 )
 
 // Documents names every document by its service.
@@ -47,6 +50,7 @@ func Documents() map[string][]byte {
 		// The visual renderer's pages answer HTML; its API, JSON.
 		"visualrenderer": VisualRenderer,
 		"alerts":         Alerts,
+		"privacy":        Privacy,
 	}
 }
 

@@ -15,6 +15,7 @@ require (
 	threatview/identity v0.0.0
 	threatview/loadtest v0.0.0-00010101000000-000000000000
 	threatview/platform v0.0.0
+	threatview/retention v0.0.0
 	threatview/sdk/go v0.0.0
 	threatview/tokens v0.0.0
 	threatview/visualrenderer v0.0.0
@@ -76,6 +77,7 @@ replace (
 	threatview/loadtest => ../loadtest
 	threatview/migrations => ../migrations
 	threatview/platform => ../services/platform
+	threatview/retention => ../services/retention
 	threatview/sdk/go => ../sdk/go
 	threatview/tokens => ../services/tokens
 	threatview/visualrenderer => ../services/visualrenderer

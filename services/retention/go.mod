@@ -12,6 +12,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
+	threatview/api v0.0.0
 	threatview/migrations v0.0.0
 	threatview/platform v0.0.0
 )
@@ -55,6 +56,7 @@ require (
 )
 
 replace (
+	threatview/api => ../../api
 	threatview/migrations => ../../migrations
 	threatview/platform => ../platform
 )

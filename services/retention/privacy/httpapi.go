@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/platform/authz"
 	"threatview/platform/httpserver"
@@ -34,6 +35,22 @@ type API struct {
 // NewAPI returns the API; runner (may be nil) is woken on each new request.
 func NewAPI(store Store, audit Auditor, runner interface{ Wake() }, log *slog.Logger) *API {
 	return &API{store: store, audit: audit, runner: runner, log: log}
+}
+
+// Handler returns the service's router: the ops endpoints (checks for
+// /readyz), GET /openapi.json (the document spec, when given) and the API
+// behind auth.
+func (a *API) Handler(auth *authz.Authenticator, reg *prometheus.Registry, checks map[string]httpserver.Check, spec []byte) chi.Router {
+	r := chi.NewRouter()
+	r.Use(httpserver.Instrument(reg, "privacy"))
+	httpserver.MountOps(r, reg, checks)
+	if spec != nil {
+		httpserver.MountSpec(r, spec)
+	}
+	a.Mount(r, auth)
+	r.NotFound(httpserver.NotFound)
+	r.MethodNotAllowed(httpserver.MethodNotAllowed)
+	return r
 }
 
 // Mount adds the routes to r behind auth.
@@ -97,7 +114,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	if err := a.record(r, "privacy.erasure.request", "/v1/erasures/"+e.ID, http.StatusAccepted); err != nil {
 		_ = a.store.Delete(context.WithoutCancel(r.Context()), e.ID)
 		a.log.Error("erasure not audited; withdrawn", "erasure_id", e.ID, "err", err)
-		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the audit trail is unavailable; retry", nil)
+		unavailableError(w, "the audit trail is unavailable; nothing was changed")
 		return
 	}
 	if a.runner != nil {
@@ -156,7 +173,7 @@ func (a *API) lift(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.record(r, "privacy.suppression.lift", "/v1/suppressions", http.StatusNoContent); err != nil {
-		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the audit trail is unavailable; retry", nil)
+		unavailableError(w, "the audit trail is unavailable; nothing was changed")
 		return
 	}
 	caller, _ := authz.FromContext(r.Context())
@@ -195,9 +212,15 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		httpserver.WriteError(w, http.StatusConflict, "erasure_in_progress", "an erasure of this device is already queued or running", nil)
 	case errors.Is(err, ErrUnavailable):
 		a.log.Error("privacy request failed", "err", err)
-		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "database unavailable; retry", nil)
+		unavailableError(w, "the database is unavailable; nothing was changed")
 	default:
 		a.log.Error("privacy request failed", "err", err)
 		httpserver.WriteError(w, http.StatusInternalServerError, "internal", "internal error", nil)
 	}
+}
+
+// unavailableError answers 503 with Retry-After.
+func unavailableError(w http.ResponseWriter, msg string) {
+	w.Header().Set("Retry-After", "2")
+	httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", msg, nil)
 }

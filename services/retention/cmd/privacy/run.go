@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"threatview/api"
 	"threatview/platform/auditclient"
 	"threatview/platform/authz"
 	"threatview/platform/config"
@@ -80,12 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	runner := privacy.NewRunner(pg, redactor, privacy.RunnerConfig{BatchRows: cfg.BatchRows, Settle: cfg.Settle,
 		AggregateWait: cfg.AggregateWait, Poll: cfg.Poll}, privacy.NewMetrics(reg), log)
 
-	r := chi.NewRouter()
-	r.Use(httpserver.Instrument(reg, "privacy"))
-	httpserver.MountOps(r, reg, checks)
-	privacy.NewAPI(pg, auditor, runner, log).Mount(r, authz.New(people, cfg.AdminKey, log))
-	r.NotFound(httpserver.NotFound)
-	r.MethodNotAllowed(httpserver.MethodNotAllowed)
+	r := privacy.NewAPI(pg, auditor, runner, log).Handler(authz.New(people, cfg.AdminKey, log), reg, checks, api.Privacy)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
