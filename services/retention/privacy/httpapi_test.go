@@ -1,0 +1,116 @@
+package privacy_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"threatview/platform/authz"
+	"threatview/platform/httpserver"
+	"threatview/platform/wire"
+	"threatview/retention/privacy"
+)
+
+// fakeStore keeps erasures in memory: pure logic for the HTTP layer.
+type fakeStore struct {
+	erasures map[string]*privacy.Erasure
+	known    map[string]bool
+}
+
+func (f *fakeStore) Create(_ context.Context, e *privacy.Erasure) error {
+	if !f.known[e.AppID] {
+		return privacy.ErrUnknownApp
+	}
+	for _, x := range f.erasures {
+		if x.AppID == e.AppID && x.DeviceID == e.DeviceID && x.Status == privacy.StatusQueued {
+			return privacy.ErrBusy
+		}
+	}
+	e.Status = privacy.StatusQueued
+	c := *e
+	f.erasures[e.ID] = &c
+	return nil
+}
+func (f *fakeStore) Delete(_ context.Context, id string) error { delete(f.erasures, id); return nil }
+func (f *fakeStore) Get(_ context.Context, id string) (*privacy.Erasure, error) {
+	if e, ok := f.erasures[id]; ok {
+		return e, nil
+	}
+	return nil, privacy.ErrNotFound
+}
+func (f *fakeStore) List(context.Context, int) ([]privacy.Erasure, error) { return nil, nil }
+func (f *fakeStore) LiftSuppression(context.Context, privacy.Subject, string) error {
+	return privacy.ErrNotFound
+}
+func (f *fakeStore) Suppressions(context.Context) ([]privacy.Suppression, error) { return nil, nil }
+
+type fakeAuditor struct {
+	err     error
+	records []wire.AuditRecord
+}
+
+func (a *fakeAuditor) Audit(_ context.Context, r wire.AuditRecord) error {
+	if a.err != nil {
+		return a.err
+	}
+	a.records = append(a.records, r)
+	return nil
+}
+
+func TestAPI_Erasures(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := &fakeStore{erasures: map[string]*privacy.Erasure{}, known: map[string]bool{"app": true}}
+	audit := &fakeAuditor{}
+	h := privacy.NewAPI(store, audit, nil, log).Handler(authz.New(nil, "admin-key", log), httpserver.NewRegistry(), nil, nil)
+	post := func(body, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/erasures", strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	tests := []struct {
+		name, body, key string
+		want            int
+		code            string
+	}{
+		{"OK", `{"app_id":"app","device_id":"d1"}`, "admin-key", 202, ""},
+		{"ErrBusy", `{"app_id":"app","device_id":"d1","suppress":false}`, "admin-key", 409, "erasure_in_progress"},
+		{"ErrUnknownApp", `{"app_id":"nope","device_id":"d1"}`, "admin-key", 422, "unknown_app"},
+		{"EmptyDevice", `{"app_id":"app","device_id":" "}`, "admin-key", 422, "invalid"},
+		{"LongDevice", `{"app_id":"app","device_id":"` + strings.Repeat("x", privacy.MaxDeviceID+1) + `"}`, "admin-key", 422, "invalid"},
+		{"NoApp", `{"device_id":"d"}`, "admin-key", 422, "invalid"},
+		{"UnknownField", `{"app_id":"app","device_id":"d","x":1}`, "admin-key", 422, "unknown_field"},
+		{"NotJSON", `{`, "admin-key", 400, "invalid_json"},
+		{"NoKey", `{"app_id":"app","device_id":"d2"}`, "", 401, ""},
+		{"WrongKey", `{"app_id":"app","device_id":"d2"}`, "guess", 401, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := post(tt.body, tt.key)
+			if w.Code != tt.want || (tt.code != "" && !strings.Contains(w.Body.String(), `"code":"`+tt.code+`"`)) {
+				t.Fatalf("POST %s = %d %s, want %d %s", tt.body, w.Code, w.Body, tt.want, tt.code)
+			}
+		})
+	}
+	if len(store.erasures) != 1 || len(audit.records) != 1 || audit.records[0].ActorToken != authz.ActorAdminKey || audit.records[0].Action != "privacy.erasure.request" {
+		t.Fatalf("after the table: %d erasures, audit %+v; want the one accepted, audited with the admin key as actor", len(store.erasures), audit.records)
+	}
+	t.Run("AuditDownWithdraws", func(t *testing.T) {
+		audit.err = errors.New("audit logger down")
+		w := post(`{"app_id":"app","device_id":"d3"}`, "admin-key")
+		if w.Code != 503 || w.Header().Get("Retry-After") == "" {
+			t.Fatalf("POST with the audit logger down = %d (Retry-After %q), want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+		}
+		if len(store.erasures) != 1 {
+			t.Fatalf("%d erasures stored, want the unaudited one withdrawn", len(store.erasures))
+		}
+	})
+}
