@@ -24,6 +24,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"threatview/auditlogger"
+	"threatview/auditlogger/trail"
 	"threatview/platform/wire"
 )
 
@@ -121,7 +122,7 @@ func (s *Store) Insert(ctx context.Context, records []wire.AuditRecord) (int, er
 // build groups records into multi-row INSERTs, each under s.maxStmt bytes
 // (estimated from the values' sizes, as the driver sends them) and under the
 // placeholder limit.
-func (s *Store) build(records []wire.AuditRecord, seqs []uint64, leaves [][]byte) []statement {
+func (s *Store) build(rowsArgs [][]any) []statement {
 	var stmts []statement
 	var sqlText strings.Builder
 	var args []any
@@ -132,8 +133,7 @@ func (s *Store) build(records []wire.AuditRecord, seqs []uint64, leaves [][]byte
 		args = nil
 		size, rows = 0, 0
 	}
-	for i := range records {
-		row := append(rowArgs(&records[i]), seqs[i], leaves[i])
+	for _, row := range rowsArgs {
 		rowSize := len(insertRow) + 1
 		for _, a := range row {
 			rowSize += argSize(a)
@@ -155,21 +155,27 @@ func (s *Store) build(records []wire.AuditRecord, seqs []uint64, leaves [][]byte
 	return stmts
 }
 
-// rowArgs returns one record's column values in insertHead's order.
-func rowArgs(r *wire.AuditRecord) []any {
-	id, _ := auditlogger.ParseID(r.ID)
+// rowArgs returns one record's column values in insertHead's order (without
+// seq and leaf_hash) and the record's leaf fields, parsed once for both.
+func rowArgs(r *wire.AuditRecord) ([]any, trail.LeafFields) {
+	f := trail.LeafFields{Time: r.Time, Outcome: r.Outcome, EventCount: r.EventCount}
+	f.ID, _ = auditlogger.ParseID(r.ID)
 	var ip, sum, body any
 	if a, err := netip.ParseAddr(r.ClientIP); err == nil {
-		ip = a.Unmap().AsSlice()
+		f.ClientIP = a.Unmap().AsSlice()
+		ip = f.ClientIP
 	}
 	if b, err := hex.DecodeString(r.BodySHA256); err == nil && len(b) == 32 {
+		f.BodySHA256 = b
 		sum = b
 	}
 	if r.Body != nil {
 		body = r.Body
 	}
-	return []any{id[:], r.Time.UTC(), r.ActorToken, r.ActorApp, r.Action, r.Resource,
-		r.Outcome, ip, r.UserAgent, r.RequestID, r.EventCount, sum, body}
+	f.ActorToken, f.ActorApp, f.Action, f.Resource = []byte(r.ActorToken), []byte(r.ActorApp), []byte(r.Action), []byte(r.Resource)
+	f.UserAgent, f.RequestID = []byte(r.UserAgent), []byte(r.RequestID)
+	return append(make([]any, 0, insertCols), f.ID[:], r.Time.UTC(), r.ActorToken, r.ActorApp, r.Action, r.Resource,
+		r.Outcome, ip, r.UserAgent, r.RequestID, r.EventCount, sum, body), f
 }
 
 // argSize estimates the bytes one value takes on the wire, escaped.

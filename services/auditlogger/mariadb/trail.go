@@ -150,8 +150,8 @@ func (s *Store) insertTx(ctx context.Context, recs []wire.AuditRecord) (int, err
 			return fail("genesis", err)
 		}
 	}
-	seqs := make([]uint64, len(recs))
-	leaves := make([][]byte, len(recs))
+	rowsArgs := make([][]any, len(recs))
+	var buf []byte
 	var nodes []any
 	visit := func(level uint, index uint64, hash []byte) {
 		if storedLevel(level) {
@@ -159,11 +159,13 @@ func (s *Store) insertTx(ctx context.Context, recs []wire.AuditRecord) (int, err
 		}
 	}
 	for i := range recs {
-		seqs[i] = tree.Size()
-		leaves[i] = trail.LeafHash(&recs[i])
-		tree.Append(leaves[i], visit)
+		args, f := rowArgs(&recs[i])
+		buf = trail.AppendLeafData(buf[:0], f)
+		leaf := trail.Hasher.HashLeaf(buf)
+		rowsArgs[i] = append(args, tree.Size(), leaf)
+		tree.Append(leaf, visit)
 	}
-	for _, st := range s.build(recs, seqs, leaves) {
+	for _, st := range s.build(rowsArgs) {
 		// sql: a constant head and "(?,...)" rows; every value is an argument.
 		_, err := tx.ExecContext(ctx, st.sql, st.args...)
 		s.statements.Add(1)
