@@ -10,10 +10,6 @@ export ADMINUI_COLLECTOR_PUBLIC_URL="http://127.0.0.1:8080"
 # another secret file; a deployment gives every replica the same random key.
 ADMINUI_SESSION_KEY="$(printf 'admin-ui-session:%s' "$INTERNAL_KEY" | sha256sum | cut -c1-64)"
 export ADMINUI_SESSION_KEY
-# The browser's address goes to identity with this key (identity.sh derives
-# the same), so one browser's wrong passwords lock out only that browser.
-ADMINUI_IDENTITY_FORWARDER_KEY="$(printf 'identity-forwarder:%s' "$INTERNAL_KEY" | sha256sum | cut -c1-64)"
-export ADMINUI_IDENTITY_FORWARDER_KEY
 # Browsers treat http://127.0.0.1 as a secure context and keep Secure
 # cookies there, so the local stack keeps them Secure too; set
 # ADMINUI_SECURE_COOKIES=false in .run/admininterface.env only to reach the

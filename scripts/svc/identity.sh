@@ -15,11 +15,9 @@ export IDENTITY_BOOTSTRAP_ADMIN_PASSWORD="$THREATVIEW_ADMIN_PASSWORD"
 export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
 # The admin interface signs people in on behalf of their browsers and names
 # each browser's address in X-Forwarded-For, proved by the forwarder key
-# (derived from the stack's internal key, the same in admininterface.sh);
-# throttling counts failures per that address. Loopback is trusted as a
-# proxy too, so tests can name addresses of their own.
-IDENTITY_FORWARDER_KEY="$(printf 'identity-forwarder:%s' "$INTERNAL_KEY" | sha256sum | cut -c1-64)"
-export IDENTITY_FORWARDER_KEY
+# (IDENTITY_FORWARDER_KEY, by default derived from INTERNAL_KEY on both
+# sides); throttling counts failures per that address. Loopback is trusted
+# as a proxy too, so tests can name addresses of their own.
 export IDENTITY_TRUSTED_PROXIES="127.0.0.1/32"
 # Every browser of the local stack (and every UI test) signs in from
 # 127.0.0.1; a higher per-address limit keeps a run of wrong-password tests

@@ -1,6 +1,9 @@
 package httpserver
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"net/netip"
@@ -92,4 +95,19 @@ func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// ForwarderKey derives, from the internal key every service of a deployment
+// shares, the key with which a service that signs people in on behalf of
+// their browsers (the admin interface) names their addresses to identity
+// (X-Forwarder-Key). Both sides derive the same key when none is configured,
+// so a deployment needs no extra secret; the internal key itself is never
+// sent for this.
+func ForwarderKey(internalKey string) string {
+	if internalKey == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(internalKey))
+	m.Write([]byte("threatview identity forwarder key v1"))
+	return hex.EncodeToString(m.Sum(nil))
 }

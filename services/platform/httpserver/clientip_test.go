@@ -44,3 +44,13 @@ func TestPrivateAddr(t *testing.T) {
 		t.Errorf("PrivateAddr(zero) = %q, want empty", got)
 	}
 }
+
+func TestForwarderKey(t *testing.T) {
+	a, b := ForwarderKey("internal-one"), ForwarderKey("internal-two")
+	if len(a) != 64 || a == b || a != ForwarderKey("internal-one") || a == "internal-one" {
+		t.Errorf("ForwarderKey = %q, %q: want 64 hex digits, stable per internal key, different across keys", a, b)
+	}
+	if got := ForwarderKey(""); got != "" {
+		t.Errorf(`ForwarderKey("") = %q, want ""`, got)
+	}
+}

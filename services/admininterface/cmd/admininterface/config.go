@@ -42,7 +42,8 @@ type Config struct {
 	// IdentityForwarderKey is identity's IDENTITY_FORWARDER_KEY: with it the
 	// UI names each browser's address to identity, which then throttles
 	// failed sign-ins per browser (without it, per UI: one attacker's
-	// wrong passwords would lock every operator out).
+	// wrong passwords would lock every operator out). Blank: derived from
+	// INTERNAL_KEY (httpserver.ForwarderKey), as identity derives it.
 	IdentityForwarderKey string `env:"ADMINUI_IDENTITY_FORWARDER_KEY" secret:"true"`
 	// TrustedProxies are CIDRs in front of the UI (the ingress) whose
 	// X-Forwarded-For names the browser.

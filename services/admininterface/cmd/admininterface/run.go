@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -85,7 +86,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	brk := broker.New(brokerCfg, pub, log)
 
 	deps := webui.Deps{
-		Identity: upstream.Identity{Client: client(cfg.IdentityURL), ForwarderKey: cfg.IdentityForwarderKey},
+		Identity: upstream.Identity{Client: client(cfg.IdentityURL), ForwarderKey: cmp.Or(cfg.IdentityForwarderKey, httpserver.ForwarderKey(cfg.InternalKey))},
 		Tokens:   upstream.Tokens{Client: client(cfg.TokensURL)},
 		Audit:    upstream.Audit{Client: client(cfg.AuditURL)},
 		Broker:   brk,
@@ -125,9 +126,6 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	opts.SessionKey = cfg.SessionKey
 	opts.SecureCookies = cfg.SecureCookies
 	opts.TrustedProxies, _ = httpserver.ParsePrefixes(cfg.TrustedProxies) // checked by Validate
-	if cfg.IdentityForwarderKey == "" {
-		log.Warn("ADMINUI_IDENTITY_FORWARDER_KEY is blank: identity counts every failed sign-in through this UI against the UI's own address")
-	}
 	opts.OIDC = cfg.OIDC
 	opts.CollectorURL = cfg.CollectorPublicURL
 	opts.InternalKey = cfg.InternalKey

@@ -49,6 +49,8 @@ type Config struct {
 	// behalf (the admin interface, with the same key as
 	// ADMINUI_IDENTITY_FORWARDER_KEY) name the browser's address in
 	// X-Forwarded-For, so throttling counts each browser, not the UI.
+	// Blank: derived from INTERNAL_KEY (httpserver.ForwarderKey), as the
+	// admin interface derives it.
 	ForwarderKey string `env:"IDENTITY_FORWARDER_KEY" secret:"true"`
 
 	Argon2MemoryKiB uint32 `env:"IDENTITY_ARGON2_MEMORY_KIB" envDefault:"19456"`

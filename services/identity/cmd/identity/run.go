@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -68,7 +69,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Info("first admin", "username", cfg.BootstrapUser, "created", created)
 	}
 
-	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), ForwarderKey: cfg.ForwarderKey, SecureCookies: cfg.SecureCookies}
+	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), ForwarderKey: cmp.Or(cfg.ForwarderKey, httpserver.ForwarderKey(cfg.InternalKey)), SecureCookies: cfg.SecureCookies}
 	if cfg.OIDCIssuer != "" {
 		roleMap, _ := identity.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
 		opts.OIDC = oidc.New(oidc.Config{
