@@ -194,6 +194,26 @@ type coldApp struct {
 func newApps(t *testing.T, env e2etest.Env, n int) []coldApp {
 	t.Helper()
 	apps := make([]coldApp, n)
+	eachApp(n, func(i int) { apps[i] = coldApp{App: e2etest.NewApp(t, env, "cold"), eventID: e2etest.UUID()} })
+	// Revoked afterwards, so that runs do not pile up active tokens for
+	// every collector's warm-up.
+	t.Cleanup(func() {
+		var failed atomic.Int64
+		eachApp(n, func(i int) {
+			r, err := e2etest.TryDo(http.MethodDelete, env.TokensURL+"/v1/tokens/"+apps[i].TokenID, env.AdminKey, nil, nil)
+			if err != nil || r.Status != http.StatusNoContent {
+				failed.Add(1)
+			}
+		})
+		if f := failed.Load(); f > 0 {
+			t.Logf("%d of %d test tokens not revoked", f, n)
+		}
+	})
+	return apps
+}
+
+// eachApp runs f(0..n-1), 8 at a time.
+func eachApp(n int, f func(i int)) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range 8 {
@@ -201,12 +221,11 @@ func newApps(t *testing.T, env e2etest.Env, n int) []coldApp {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				apps[i] = coldApp{App: e2etest.NewApp(t, env, "cold"), eventID: e2etest.UUID()}
+				f(i)
 			}
 		}()
 	}
 	wg.Wait()
-	return apps
 }
 
 // postOne posts body with token and returns the status and the Retry-After
