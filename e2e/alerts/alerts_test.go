@@ -25,10 +25,10 @@ func alertsURL(t *testing.T) string { return testenv.MustEnv(t, "THREATVIEW_ALER
 
 // create POSTs body to the alerts API and returns the new id; the object
 // is deleted when the test ends.
-func create(t *testing.T, env e2etest.Env, path string, body any) string {
+func create(t testing.TB, env e2etest.Env, path string, body any) string {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	r := e2etest.Do(t, http.MethodPost, alertsURL(t)+path, env.AdminKey, b, nil)
+	r := e2etest.Do(t, http.MethodPost, testenv.MustEnv(t, "THREATVIEW_ALERTS_URL")+path, env.AdminKey, b, nil)
 	if r.Status != http.StatusCreated {
 		t.Fatalf("POST %s = %d %s", path, r.Status, r.Body)
 	}
@@ -37,7 +37,7 @@ func create(t *testing.T, env e2etest.Env, path string, body any) string {
 		t.Fatalf("POST %s answer %s: %v", path, r.Body, err)
 	}
 	t.Cleanup(func() {
-		if r, err := e2etest.TryDo(http.MethodDelete, alertsURL(t)+path+"/"+out.ID, env.AdminKey, nil, nil); err != nil || r.Status != http.StatusNoContent {
+		if r, err := e2etest.TryDo(http.MethodDelete, testenv.MustEnv(t, "THREATVIEW_ALERTS_URL")+path+"/"+out.ID, env.AdminKey, nil, nil); err != nil || r.Status != http.StatusNoContent {
 			t.Errorf("DELETE %s/%s: %v %d", path, out.ID, err, r.Status)
 		}
 	})
@@ -46,7 +46,7 @@ func create(t *testing.T, env e2etest.Env, path string, body any) string {
 
 // send posts events for app through the collector, threats[i] the threats
 // of event i, and returns the ids of those with a threat and of the others.
-func send(t *testing.T, env e2etest.Env, app e2etest.App, threats [][]any) (withThreat, without []string) {
+func send(t testing.TB, env e2etest.Env, app e2etest.App, threats [][]any) (withThreat, without []string) {
 	t.Helper()
 	for lo := 0; lo < len(threats); lo += 100 {
 		hi := min(lo+100, len(threats))
@@ -94,7 +94,7 @@ func (d *ndjson) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (d *ndjson) uids(t *testing.T) map[string]int {
+func (d *ndjson) uids(t testing.TB) map[string]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	got := map[string]int{}

@@ -188,9 +188,9 @@ type Event struct {
 	Threats     []string
 }
 
-// Position is a place in the outbox: rows are read in (XID, Seq) order.
+// Position is a place in the outbox: rows are read in Seq order, which is
+// their commit order.
 type Position struct {
-	XID uint64
 	Seq int64
 }
 

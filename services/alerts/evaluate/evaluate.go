@@ -23,7 +23,7 @@ type Store interface {
 	Fold(ctx context.Context, limit int) (int, error)
 	Values(ctx context.Context, now time.Time) ([]postgres.Value, error)
 	Transition(ctx context.Context, r alerts.Rule, from string, t *alerts.Transition, body []byte) (bool, error)
-	Due(ctx context.Context, limit int) ([]postgres.Pending, error)
+	Due(ctx context.Context, limit int, lease time.Duration) ([]postgres.Pending, error)
 	Sent(ctx context.Context, transitionID int64) error
 	Retry(ctx context.Context, transitionID int64, next time.Time, dead bool, msg string) error
 	Prune(ctx context.Context, keep, counts time.Duration) (int64, error)
@@ -181,35 +181,44 @@ func (l *Loop) evaluate(ctx context.Context, v postgres.Value, now time.Time) {
 }
 
 func (l *Loop) send(ctx context.Context) {
-	due, err := l.st.Due(ctx, 50)
-	if err != nil {
-		l.log.Warn("read due notifications failed", "err", err)
-		return
-	}
-	for _, p := range due {
-		sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
-		err := l.snd.Send(sctx, p.Rule.Channel, p.TransitionID, p.Body)
-		cancel()
-		if ctx.Err() != nil {
+	// One claim at a time, each leased for one send: a notification a
+	// dead sender had claimed is tried again within SendTimeout + 5 s.
+	for range 20 {
+		one, err := l.st.Due(ctx, 1, l.cfg.SendTimeout+5*time.Second)
+		if err != nil {
+			l.log.Warn("read due notifications failed", "err", err)
 			return
 		}
-		if err == nil {
-			if err := l.st.Sent(ctx, p.TransitionID); err != nil {
-				l.log.Warn("record notification sent failed", "transition", p.TransitionID, "err", err)
-			}
-			l.m.Notifications.WithLabelValues("sent").Inc()
-			continue
+		if len(one) == 0 {
+			return
 		}
-		dead := p.Attempts+1 >= l.cfg.Attempts
-		outcome := "retry"
-		if dead {
-			outcome = "dead"
+		l.sendOne(ctx, one[0])
+	}
+}
+
+func (l *Loop) sendOne(ctx context.Context, p postgres.Pending) {
+	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
+	err := l.snd.Send(sctx, p.Rule.Channel, p.TransitionID, p.Body)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		if err := l.st.Sent(ctx, p.TransitionID); err != nil {
+			l.log.Warn("record notification sent failed", "transition", p.TransitionID, "err", err)
 		}
-		l.m.Notifications.WithLabelValues(outcome).Inc()
-		l.log.Warn("notification failed", "transition", p.TransitionID, "rule", p.Rule.ID, "attempt", p.Attempts+1, "dead", dead, "err", err)
-		next := l.now().Add(l.cfg.Backoff.Wait(p.Attempts))
-		if err := l.st.Retry(ctx, p.TransitionID, next, dead, err.Error()); err != nil {
-			l.log.Warn("record notification failure failed", "transition", p.TransitionID, "err", err)
-		}
+		l.m.Notifications.WithLabelValues("sent").Inc()
+		return
+	}
+	dead := p.Attempts+1 >= l.cfg.Attempts
+	outcome := "retry"
+	if dead {
+		outcome = "dead"
+	}
+	l.m.Notifications.WithLabelValues(outcome).Inc()
+	l.log.Warn("notification failed", "transition", p.TransitionID, "rule", p.Rule.ID, "attempt", p.Attempts+1, "dead", dead, "err", err)
+	next := l.now().Add(l.cfg.Backoff.Wait(p.Attempts))
+	if err := l.st.Retry(ctx, p.TransitionID, next, dead, err.Error()); err != nil {
+		l.log.Warn("record notification failure failed", "transition", p.TransitionID, "err", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -241,9 +240,8 @@ func (s *Store) CreateForwarder(ctx context.Context, f *alerts.Forwarder, audit 
 	return s.inTx(ctx, "create forwarder", func(tx pgx.Tx) error {
 		// A new forwarder starts at the outbox's end: it forwards the
 		// threat events committed from now on.
-		_, err := tx.Exec(ctx, `INSERT INTO alerts.cursors (name, xid, seq)
-			SELECT $1, coalesce(max(xid), '0'::xid8), coalesce(max(seq), 0) FROM alerts.outbox
-			 WHERE xid = (SELECT max(xid) FROM alerts.outbox)`, "fwd:"+f.ID)
+		_, err := tx.Exec(ctx, `INSERT INTO alerts.cursors (name, seq)
+			SELECT $1, coalesce(max(seq), 0) FROM alerts.outbox`, "fwd:"+f.ID)
 		if err != nil {
 			return err
 		}
@@ -298,10 +296,10 @@ func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.Forwarde
 	var st alerts.ForwarderStatus
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `
-		WITH c AS (SELECT xid, seq FROM alerts.cursors WHERE name = 'fwd:' || $1::uuid::text)
+		WITH c AS (SELECT seq FROM alerts.cursors WHERE name = 'fwd:' || $1::uuid::text)
 		SELECT f.delivered, f.failed, f.last_error,
-			(SELECT count(*) FROM alerts.outbox o, c WHERE (o.xid, o.seq) > (c.xid, c.seq)),
-			(SELECT min(o.received_at) FROM alerts.outbox o, c WHERE (o.xid, o.seq) > (c.xid, c.seq))
+			(SELECT count(*) FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c)),
+			(SELECT o.received_at FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c) ORDER BY o.seq LIMIT 1)
 		FROM alerts.forwarders f WHERE f.id = $1::uuid AND f.deleted_at IS NULL`, id).
 		Scan(&st.Delivered, &st.Failed, &st.LastError, &st.Pending, &oldest)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -319,46 +317,36 @@ func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.Forwarde
 // Cursor returns a named cursor's position (zero when there is none).
 func (s *Store) Cursor(ctx context.Context, name string) (alerts.Position, error) {
 	var p alerts.Position
-	var x string
-	err := s.pool.QueryRow(ctx, `SELECT xid::text, seq FROM alerts.cursors WHERE name = $1`, name).Scan(&x, &p.Seq)
+	err := s.pool.QueryRow(ctx, `SELECT seq FROM alerts.cursors WHERE name = $1`, name).Scan(&p.Seq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, nil
 	}
 	if err != nil {
 		return p, unavailable("read cursor "+name, err)
 	}
-	p.XID, err = strconv.ParseUint(x, 10, 64)
-	if err != nil {
-		return p, fmt.Errorf("cursor %s: xid %q: %w", name, x, err)
-	}
 	return p, nil
 }
 
-// outboxAfter selects rows after a position, of transactions older than
-// every one still running: no row can commit later with a smaller (xid,
-// seq), so a cursor never passes a row it has not read.
-const outboxAfter = `(o.xid, o.seq) > ($1::text::xid8, $2) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())`
+// outboxAfter selects rows after a position. Rows are numbered in commit
+// order (migration 000011), so no row can commit later with a smaller seq:
+// a cursor never passes a row it has not read.
+const outboxAfter = `o.seq > $1`
 
 // Outbox returns up to limit rows after pos.
 func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([]alerts.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT o.xid::text, o.seq, o.event_id::text, o.app_id, o.received_at, o.occurred_at,
+	rows, err := s.pool.Query(ctx, `SELECT o.seq, o.event_id::text, o.app_id, o.received_at, o.occurred_at,
 			o.type, o.app_version, o.device_model, o.os, o.os_version, o.country, o.threats
-		FROM alerts.outbox o WHERE `+outboxAfter+` ORDER BY o.xid, o.seq LIMIT $3`,
-		strconv.FormatUint(after.XID, 10), after.Seq, limit)
+		FROM alerts.outbox o WHERE `+outboxAfter+` ORDER BY o.seq LIMIT $2`, after.Seq, limit)
 	if err != nil {
 		return nil, unavailable("read outbox", err)
 	}
 	defer rows.Close()
 	var out []alerts.Event
-	var x string
 	for rows.Next() {
 		var e alerts.Event
-		if err := rows.Scan(&x, &e.Pos.Seq, &e.ID, &e.AppID, &e.ReceivedAt, &e.OccurredAt, &e.Type, &e.AppVersion,
+		if err := rows.Scan(&e.Pos.Seq, &e.ID, &e.AppID, &e.ReceivedAt, &e.OccurredAt, &e.Type, &e.AppVersion,
 			&e.DeviceModel, &e.OS, &e.OSVersion, &e.Country, &e.Threats); err != nil {
 			return nil, unavailable("read outbox", err)
-		}
-		if e.Pos.XID, err = strconv.ParseUint(x, 10, 64); err != nil {
-			return nil, fmt.Errorf("outbox xid %q: %w", x, err)
 		}
 		out = append(out, e)
 	}
@@ -371,8 +359,8 @@ func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([
 // Delivered moves a forwarder's cursor to pos and adds n to its count.
 func (s *Store) Delivered(ctx context.Context, forwarderID string, pos alerts.Position, n int) error {
 	return s.inTx(ctx, "record forwarded batch", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE alerts.cursors SET xid = $2::text::xid8, seq = $3, updated_at = now() WHERE name = $1`,
-			"fwd:"+forwarderID, strconv.FormatUint(pos.XID, 10), pos.Seq)
+		tag, err := tx.Exec(ctx, `UPDATE alerts.cursors SET seq = $2, updated_at = now() WHERE name = $1`,
+			"fwd:"+forwarderID, pos.Seq)
 		if err != nil {
 			return err
 		}
@@ -406,12 +394,18 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 		return 0, unavailable("fold outbox", err)
 	}
 	var n int
-	err := s.pool.QueryRow(ctx, `
-		WITH cur AS (SELECT xid, seq FROM alerts.cursors WHERE name = 'counter' FOR UPDATE),
-		rows AS (
-			SELECT o.xid, o.seq, o.app_id, o.threats, o.received_at FROM alerts.outbox o, cur
-			WHERE (o.xid, o.seq) > (cur.xid, cur.seq) AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
-			ORDER BY o.xid, o.seq LIMIT $1
+	err := s.inTx(ctx, "fold outbox", func(tx pgx.Tx) error {
+		// The cursor is read first and passed as a parameter, so the
+		// outbox is read through its seq index: a join to the cursor row
+		// made Postgres scan the whole outbox.
+		var seq int64
+		if err := tx.QueryRow(ctx, `SELECT seq FROM alerts.cursors WHERE name = 'counter' FOR UPDATE`).Scan(&seq); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `
+		WITH rows AS (
+			SELECT o.seq, o.app_id, o.threats, o.received_at FROM alerts.outbox o
+			WHERE `+outboxAfter+` ORDER BY o.seq LIMIT $2
 		), counted AS (
 			INSERT INTO alerts.threat_minutes (app_id, threat, minute, count)
 			SELECT r.app_id, t.threat, date_trunc('minute', r.received_at), count(*)
@@ -420,16 +414,15 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 			ON CONFLICT (minute, app_id, threat) DO UPDATE SET count = alerts.threat_minutes.count + excluded.count
 			RETURNING 1
 		), last AS (
-			SELECT xid, seq FROM rows ORDER BY xid DESC, seq DESC LIMIT 1
+			SELECT max(seq) AS seq FROM rows HAVING count(*) > 0
 		), moved AS (
-			UPDATE alerts.cursors c SET xid = last.xid, seq = last.seq, updated_at = now()
+			UPDATE alerts.cursors c SET seq = last.seq, updated_at = now()
 			FROM last WHERE c.name = 'counter' RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM moved)`, limit).Scan(&n)
-	if err != nil {
-		return 0, unavailable("fold outbox", err)
-	}
-	return n, nil
+		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM moved)`,
+			seq, limit).Scan(&n)
+	}, nil)
+	return n, err
 }
 
 // Value is a rule's measured sightings in its window and, for a baseline
@@ -516,15 +509,26 @@ type Pending struct {
 	Attempts     int
 }
 
-// Due returns, per rule, its oldest pending notification that is due, at
-// most limit: a rule's notifications go out in order.
-func (s *Store) Due(ctx context.Context, limit int) ([]Pending, error) {
-	rows, err := s.pool.Query(ctx, `SELECT n.transition_id, n.body, n.attempts, `+ruleColumns+`
-		FROM (SELECT DISTINCT ON (rule_id) * FROM alerts.notifications WHERE status = 'pending'
-		      ORDER BY rule_id, transition_id) n
-		JOIN alerts.rules r ON r.id = n.rule_id
+// Due claims, per rule, its oldest pending notification that is due, at
+// most limit: a rule's notifications go out in order. A claim moves the
+// notification's next attempt lease ahead, so a second evaluator (a leader
+// that has not yet noticed it lost the lock) cannot send it too; a sender
+// that dies mid-send leaves it to be tried again once the lease ends.
+func (s *Store) Due(ctx context.Context, limit int, lease time.Duration) ([]Pending, error) {
+	rows, err := s.pool.Query(ctx, `
+		WITH due AS (
+			SELECT transition_id FROM (SELECT DISTINCT ON (rule_id) transition_id, next_at FROM alerts.notifications
+				WHERE status = 'pending' ORDER BY rule_id, transition_id) d
+			WHERE d.next_at <= now() ORDER BY transition_id LIMIT $1
+		), n AS (
+			UPDATE alerts.notifications x SET next_at = now() + make_interval(secs => $2)
+			FROM due WHERE x.transition_id = due.transition_id AND x.status = 'pending' AND x.next_at <= now()
+			RETURNING x.transition_id, x.body, x.attempts, x.rule_id
+		)
+		SELECT n.transition_id, n.body, n.attempts, `+ruleColumns+`
+		FROM n JOIN alerts.rules r ON r.id = n.rule_id
 		LEFT JOIN alerts.rule_state st ON st.rule_id = r.id
-		WHERE n.next_at <= now() ORDER BY n.transition_id LIMIT $1`, limit)
+		ORDER BY n.transition_id`, limit, lease.Seconds())
 	if err != nil {
 		return nil, unavailable("due notifications", err)
 	}
@@ -581,11 +585,10 @@ func (s *Store) Retry(ctx context.Context, transitionID int64, next time.Time, d
 // keep, and minute counts older than counts.
 func (s *Store) Prune(ctx context.Context, keep, counts time.Duration) (int64, error) {
 	tag, err := s.pool.Exec(ctx, `
-		WITH lo AS (SELECT c.xid, c.seq FROM alerts.cursors c
-			WHERE c.name = 'counter' OR c.name IN (SELECT 'fwd:' || id::text FROM alerts.forwarders WHERE deleted_at IS NULL)
-			ORDER BY c.xid, c.seq LIMIT 1)
+		WITH lo AS (SELECT min(c.seq) AS seq FROM alerts.cursors c
+			WHERE c.name = 'counter' OR c.name IN (SELECT 'fwd:' || id::text FROM alerts.forwarders WHERE deleted_at IS NULL))
 		DELETE FROM alerts.outbox o USING lo
-		WHERE (o.xid, o.seq) <= (lo.xid, lo.seq) AND o.received_at < now() - make_interval(secs => $1)`, keep.Seconds())
+		WHERE o.seq <= lo.seq AND o.received_at < now() - make_interval(secs => $1)`, keep.Seconds())
 	if err != nil {
 		return 0, unavailable("prune outbox", err)
 	}
