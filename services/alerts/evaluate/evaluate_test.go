@@ -184,3 +184,42 @@ func TestLoop_RetryDeadSilence(t *testing.T) {
 		t.Fatalf("silenced rule's history = %+v, want one silenced transition without notification", hist)
 	}
 }
+
+// TestLoop_Baseline fires a baseline rule only when the window's count
+// reaches both the minimum and factor times the mean of the same window on
+// the 7 days before.
+func TestLoop_Baseline(t *testing.T) {
+	_, st, pool := pgtest.MustStore(t)
+	rc := &receiver{secret: "b"}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := t.Context()
+	rule := alerts.Rule{ID: uuid.NewString(), Name: "root rise", AppID: "app-b", Threat: "root", Kind: alerts.KindBaseline,
+		Factor: 3, WindowSeconds: 300, Threshold: 10, CreatedBy: "test",
+		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "b"}}
+	if err := rule.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateRule(ctx, &rule, nil); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Second)
+	// 20 a day at this time on each of the 7 days before: baseline 20,
+	// so the rule needs 60 (3 x 20), not just its minimum of 10.
+	for d := 1; d <= 7; d++ {
+		pgtest.Insert(t, pool, 10+d, 0, 20, "app-b", now.Add(-time.Duration(d)*24*time.Hour), "root")
+	}
+	pgtest.Insert(t, pool, 20, 0, 59, "app-b", now.Add(-time.Minute), "root")
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.now = func() time.Time { return now }
+	l.Round(ctx)
+	if got := rc.deliveries(); len(got) != 0 {
+		t.Fatalf("deliveries at 59 against a baseline of 20 x 3 = %+v, want none", got)
+	}
+	pgtest.Insert(t, pool, 21, 0, 1, "app-b", now.Add(-time.Minute), "root")
+	l.Round(ctx)
+	if got := rc.deliveries(); len(got) != 1 || got[0].State != "firing" || got[0].Value != 60 || got[0].Threshold != 60 {
+		t.Fatalf("deliveries at 60 = %+v, want one firing at threshold 60", got)
+	}
+}
