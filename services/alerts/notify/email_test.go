@@ -2,8 +2,11 @@ package notify_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -100,6 +103,24 @@ func TestSender_Email(t *testing.T) {
 	none := notify.New(time.Second, notify.SMTP{})
 	if err := none.Send(context.Background(), alerts.Channel{Type: alerts.ChannelEmail, To: "a@b.test"}, 8, body); err == nil {
 		t.Fatal("Send without ALERTS_SMTP_ADDR succeeded")
+	}
+}
+
+func TestSender_Slack(t *testing.T) {
+	var got map[string]string
+	var sig string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sig = r.Header.Get(notify.SignatureHeader)
+		_ = json.NewDecoder(r.Body).Decode(&got)
+	}))
+	defer srv.Close()
+	body := []byte(`{"rule_id":"r1","name":"spike","state":"resolved","value":3,"threshold":50,"window_seconds":300,"app_id":"","threat":"","at":"2026-12-02T10:00:00Z"}`)
+	if err := notify.New(time.Second, notify.SMTP{}).Send(context.Background(), alerts.Channel{Type: alerts.ChannelSlack, URL: srv.URL}, 2, body); err != nil {
+		t.Fatal(err)
+	}
+	want := "[Threat View] resolved spike: 3 sightings of any threat in all apps over 300s (threshold 50)"
+	if len(got) != 1 || got["text"] != want || sig != "" {
+		t.Fatalf("Slack body = %v (signature %q), want only text %q", got, sig, want)
 	}
 }
 
