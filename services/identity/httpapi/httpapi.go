@@ -19,6 +19,11 @@
 // "token_type", "expires_at", "refresh_token", "refresh_expires_at",
 // "user":{"username","roles"}}. Role checks use platform/authz, which also
 // accepts the admin key (as role admin, audited as "admin-key").
+//
+// The client address (for throttling, and as its /24 or /48 in the audit
+// trail) is the peer's, or X-Forwarded-For's when the peer is a trusted
+// proxy or presents the forwarder key in X-Forwarder-Key (the admin
+// interface naming the browser it signs in for).
 package httpapi
 
 import (
