@@ -57,7 +57,7 @@ var reference = map[string]struct {
 
 // beyondReference are services the reference deployment did not have: their
 // requests are the chart's own and are not part of the reference's totals.
-var beyondReference = map[string]bool{"privacy": true}
+var beyondReference = map[string]bool{"privacy": true, "alerts": true}
 
 // valueSets are the values files the chart must lint and render with: the
 // defaults, every ci/*.yaml and the EKS example.

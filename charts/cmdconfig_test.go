@@ -23,6 +23,7 @@ var cmdConfigs = map[string]string{
 	"identity":            "../services/identity/cmd/identity",
 	"visual-renderer":     "../services/visualrenderer/cmd/visualrenderer",
 	"privacy":             "../services/retention/cmd/privacy",
+	"alerts":              "../services/alerts/cmd/alerts",
 	"admin-interface":     "../services/admininterface/cmd/admininterface",
 	"smoketest":           "../deploy/smoketest",
 	"tokens":              "../services/tokens/cmd/tokens",

@@ -149,6 +149,23 @@ PRIVACY_SETTLE: {{ $v.settle | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
+{{- define "threatview.config.alerts" -}}
+{{- $v := .Values.alerts }}
+{{ include "threatview.config.common" (list . $v) }}
+{{- if .Values.identity.enabled }}
+IDENTITY_SERVICE_URL: {{ printf "http://%s:%d" (include "threatview.componentName" (list . "identity")) (int .Values.identity.port) | quote }}
+{{- end }}
+AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
+ALERTS_EVALUATE_EVERY: {{ $v.evaluateEvery | quote }}
+ALERTS_OUTBOX_KEEP: {{ $v.outboxKeep | quote }}
+ALERTS_FORWARD_BATCH: {{ $v.forwardBatch | quote }}
+{{- with $v.smtpAddr }}
+ALERTS_SMTP_ADDR: {{ . | quote }}
+{{- end }}
+ALERTS_SMTP_FROM: {{ $v.smtpFrom | quote }}
+{{ include "threatview.config.extra" $v }}
+{{- end }}
+
 {{/* ADMINUI_STATUS_TARGETS: name=URL of every running service, for the status page. */}}
 {{- define "threatview.adminStatusTargets" -}}
 {{- $out := list }}
@@ -380,6 +397,13 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.eventsDatabase" . }}
 {{ include "threatview.env.auditDatabase" . }}
+{{- end }}
+
+{{- define "threatview.secretEnv.alerts" -}}
+{{- $pg := .Values.postgres }}
+{{ include "threatview.env.adminKey" . }}
+{{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.pgURL" (dict "ctx" . "name" "ALERTS_DATABASE_URL" "secret" $pg.existingSecret "user" $pg.user "passwordKey" $pg.passwordKey "urlKey" $pg.urlKey) }}
 {{- end }}
 
 {{- define "threatview.secretEnv.adminInterface" -}}
