@@ -82,6 +82,9 @@ func TestBrowser_TrailPage(t *testing.T) {
 	if got := w.Text("main"); !strings.Contains(got, "Newest signed checkpoint: number 42, 1234 rows") {
 		t.Errorf("page shows %q, want the newest checkpoint", got)
 	}
+	if got := browsertest.Eval[string](w, `[...document.querySelectorAll('nav [aria-current="page"]')].map(a => a.getAttribute('href')).join(',')`); got != "/audit/trail" {
+		t.Errorf("current navigation links %q, want /audit/trail alone", got)
+	}
 	w.Do("verify now", chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS("main p.ok")))
 	if got := w.Text("main p.ok"); !strings.Contains(got, "Verified up to checkpoint 42") || !strings.Contains(got, "1234 rows checked") {
 		t.Errorf("after verifying: %q", got)
