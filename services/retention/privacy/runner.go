@@ -131,6 +131,17 @@ func (r *Runner) run(ctx context.Context, e *Erasure) {
 		log.Info("erasure interrupted; it resumes on the next start")
 		return
 	}
+	if errors.Is(err, ErrUnavailable) {
+		// A database or the audit DB away (a stall, a restart) is not the
+		// erasure's failure: it stays running and is taken up again, from
+		// its start, once the runner's next look finds it.
+		log.Warn("erasure paused; it is retried", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(r.cfg.Poll):
+		}
+		return
+	}
 	rep.Seconds = time.Since(start).Seconds()
 	e.Report = rep
 	e.Status = StatusDone
