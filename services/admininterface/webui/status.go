@@ -117,8 +117,26 @@ type queueRow struct {
 	Err       string
 }
 
+// Backlog thresholds: the chart's alert thresholds by default
+// (charts/threatview values: thresholds), so the page turns amber when
+// the alert would be about to fire.
+const (
+	warnQueueMessages   = 20000
+	warnQueueAgeSeconds = 600
+	warnStorePercent    = 70
+	warnLagSeconds      = 300
+)
+
+// backlogRow is one figure of the status page's backlog table.
+type backlogRow struct {
+	Name, Value, Limit, Source string
+	Warn, Unknown              bool
+}
+
 type statusData struct {
 	At                     time.Time
+	Backlog                []backlogRow
+	BacklogWarn            bool
 	Services               []serviceRow
 	Queues                 []queueRow
 	DepthCap               int
@@ -174,6 +192,10 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 			d.Lag = (time.Duration(v * float64(time.Second))).Round(time.Millisecond).String()
 		}
 	}
+	d.Backlog = backlog(metrics)
+	for _, b := range d.Backlog {
+		d.BacklogWarn = d.BacklogWarn || b.Warn
+	}
 	queues := []struct{ dest, consumers string }{
 		{wire.EventsQueue, consumers("processor_leader")},
 		{wire.DeadLetter(wire.EventsQueue), "0"},
@@ -200,6 +222,44 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 		d.Chart = rateChart(d.Points, s.now())
 	}
 	s.render(w, r, http.StatusOK, "status", "System status", d, "", "")
+}
+
+// backlog reads the events queue's depth and oldest message age and the
+// broker's store usage (the collector's broker_* gauges) and the
+// processor's aggregation lag from the services' metrics. Several replicas
+// export the same gauge: the largest value counts, as in the alerts.
+func backlog(metrics [][]upstream.Sample) []backlogRow {
+	events := strings.TrimPrefix(wire.EventsQueue, "/queue/")
+	largest := func(name string, match map[string]string) (float64, bool) {
+		top, found := 0.0, false
+		for _, m := range metrics {
+			if v, ok := upstream.Sum(m, name, match); ok {
+				top, found = max(top, v), true
+			}
+		}
+		return top, found
+	}
+	brokerUp, _ := largest("broker_stats_up", nil)
+	row := func(name, metric string, match map[string]string, limit float64, format func(float64) string) backlogRow {
+		r := backlogRow{Name: name, Source: metric, Limit: format(limit)}
+		v, ok := largest(metric, match)
+		if !ok || (strings.HasPrefix(metric, "broker_") && brokerUp < 1) {
+			r.Unknown, r.Value = true, "unknown"
+			return r
+		}
+		r.Value, r.Warn = format(v), v >= limit
+		return r
+	}
+	count := func(v float64) string { return fmt.Sprintf("%.0f messages", v) }
+	secs := func(v float64) string { return time.Duration(v * float64(time.Second)).Round(time.Second).String() }
+	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", v) }
+	q := map[string]string{"queue": events}
+	return []backlogRow{
+		row("Events queue depth", "broker_queue_size", q, warnQueueMessages, count),
+		row("Oldest message on the events queue", "broker_queue_oldest_message_age_seconds", q, warnQueueAgeSeconds, secs),
+		row("Broker store in use", "broker_store_percent_usage", nil, warnStorePercent, pct),
+		row("Aggregation lag", "processor_aggregation_lag_seconds", nil, warnLagSeconds, secs),
+	}
 }
 
 // rateChart draws the last hour's rates as an inline SVG (presentation
