@@ -188,6 +188,17 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("AlertsOff", func(t *testing.T) {
+		on := envOf(t, render(t, readValues(t)), "Deployment", "data-processor")
+		if v, ok := on["PROCESSOR_ALERTS_OUTBOX"]; ok {
+			t.Errorf("processor PROCESSOR_ALERTS_OUTBOX = %q with alerts on, want unset (default true)", v)
+		}
+		off := envOf(t, render(t, map[string]any{"alerts": map[string]any{"enabled": false}}), "Deployment", "data-processor")
+		if v, err := strconv.ParseBool(off["PROCESSOR_ALERTS_OUTBOX"]); err != nil || v {
+			t.Errorf("processor PROCESSOR_ALERTS_OUTBOX = %q with alerts off, want false (nothing would prune the outbox)", off["PROCESSOR_ALERTS_OUTBOX"])
+		}
+	})
+
 	t.Run("ArchiverWithoutTarget", func(t *testing.T) {
 		_, err := renderValues(loadChart(t), map[string]any{"archiver": map[string]any{"enabled": true}})
 		if err == nil || !strings.Contains(err.Error(), "archive.target") {

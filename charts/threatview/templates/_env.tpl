@@ -54,6 +54,10 @@ COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- $v := .Values.dataProcessor }}
 {{ include "threatview.config.common" (list . $v) }}
 {{ include "threatview.config.broker" . }}
+{{- if not .Values.alerts.enabled }}
+{{/* Only the alerts service prunes alerts.outbox: without it the processor writes none. */}}
+PROCESSOR_ALERTS_OUTBOX: "false"
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 

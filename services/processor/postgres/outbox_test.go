@@ -55,3 +55,29 @@ func TestStore_WriteBatch_Outbox(t *testing.T) {
 		t.Fatalf("outbox rows of the per-request write = %d, want 1", n)
 	}
 }
+
+// TestStore_WithoutOutbox checks that a store told the alerts service is off
+// stores threat events, through both write paths, without an outbox row.
+func TestStore_WithoutOutbox(t *testing.T) {
+	s, pool := mustStore(t)
+	s.WithoutOutbox()
+	r := rand.New(rand.NewPCG(33, 33))
+	now := time.Now().UTC().Truncate(time.Microsecond)
+
+	batch := pgtest.Event(r, now, time.Minute)
+	batch.Threats = json.RawMessage(`["hooking"]`)
+	write(t, s, batch)
+	req := pgtest.Event(r, now, 0)
+	req.Threats = json.RawMessage(`["debugger"]`)
+	if _, refused, err := s.WriteRequests(t.Context(), [][]wire.Event{{req}}); err != nil || len(refused) != 0 {
+		t.Fatalf("WriteRequests = %v, %v", refused, err)
+	}
+	for _, e := range []wire.Event{batch, req} {
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM events.events WHERE id = $1", e.ID); n != 1 {
+			t.Fatalf("events rows of %s = %d, want 1", e.ID, n)
+		}
+		if n := pgtest.Count(t, pool, "SELECT count(*) FROM alerts.outbox WHERE event_id = $1", e.ID); n != 0 {
+			t.Fatalf("outbox rows of %s = %d, want 0 with the outbox off", e.ID, n)
+		}
+	}
+}

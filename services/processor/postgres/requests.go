@@ -68,7 +68,7 @@ func (s *Store) writeRequests(ctx context.Context, requests [][]wire.Event, sinc
 		if _, err := tx.Exec(ctx, "SAVEPOINT request"); err != nil {
 			return res, nil, fmt.Errorf("savepoint: %w", err)
 		}
-		n, err := insertRequest(ctx, tx, events, since)
+		n, err := s.insertRequest(ctx, tx, events, since)
 		if err != nil {
 			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT request"); rerr != nil {
 				return res, nil, fmt.Errorf("rollback to savepoint: %w (after %w)", rerr, err)
@@ -97,12 +97,12 @@ func (s *Store) writeRequests(ctx context.Context, requests [][]wire.Event, sinc
 }
 
 // insertRequest copies events into batch_events and runs insertSQL.
-func insertRequest(ctx context.Context, tx pgx.Tx, events []wire.Event, since time.Time) (int, error) {
+func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, events []wire.Event, since time.Time) (int, error) {
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_events"}, batchColumns, newRows(events)); err != nil {
 		return 0, fmt.Errorf("copy: %w", err)
 	}
 	var n int
-	if err := tx.QueryRow(ctx, insertSQL, since).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, insertSQL, since, s.outbox).Scan(&n); err != nil {
 		return 0, fmt.Errorf("insert: %w", err)
 	}
 	return n, nil

@@ -42,6 +42,9 @@ import (
 type Store struct {
 	pool *pgxpool.Pool
 	held atomic.Uint64 // events held in events.late_events (late.go)
+	// outbox is whether a threat event also gets its alerts.outbox row
+	// (insertSQL's $2); off when no alerts service reads and prunes it.
+	outbox bool
 }
 
 // batchTable is the session's temporary table COPY fills; ON COMMIT DELETE
@@ -84,7 +87,14 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open events DB: %w", err)
 	}
-	return &Store{pool: pool}, nil
+	return &Store{pool: pool, outbox: true}, nil
+}
+
+// WithoutOutbox stops the store writing alerts.outbox rows: with the alerts
+// service off nothing reads or prunes them. Call it before the first write.
+func (s *Store) WithoutOutbox() *Store {
+	s.outbox = false
+	return s
 }
 
 // Close closes the pool.
@@ -101,7 +111,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // insertSQL moves the copied batch into events.events and, for the rows
 // actually inserted, writes the facts, the aggregator's work items and any
 // new device model, all in one statement. $1 is the earliest received_at the
-// duplicate check looks at (see the package comment).
+// duplicate check looks at (see the package comment); $2 is whether threat
+// events get their alerts.outbox row (Store.WithoutOutbox).
 //
 // A model missing from device_models_dim after the upsert (only possible
 // with a concurrent writer) leaves device_model_id NULL, which the NOT NULL
@@ -133,7 +144,7 @@ WITH src AS (
 		coalesce(i.device_model, ''), coalesce(i.os, ''), coalesce(i.os_version, ''),
 		coalesce(i.country, ''), t.threats
 	FROM ins i CROSS JOIN LATERAL (SELECT facts.threat_types(i.payload) AS threats) t
-	WHERE cardinality(t.threats) > 0
+	WHERE $2::boolean AND cardinality(t.threats) > 0
 ), models AS (
 	SELECT DISTINCT manufacturer, device_model AS model FROM ins
 ), new_models AS (
@@ -212,7 +223,7 @@ func (s *Store) write(ctx context.Context, events []wire.Event, since time.Time)
 		return 0, fmt.Errorf("copy: %w", err)
 	}
 	var n int
-	if err := tx.QueryRow(ctx, insertSQL, since).Scan(&n); err != nil {
+	if err := tx.QueryRow(ctx, insertSQL, since, s.outbox).Scan(&n); err != nil {
 		return 0, fmt.Errorf("insert: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {

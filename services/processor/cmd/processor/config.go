@@ -52,6 +52,10 @@ type Config struct {
 	// LeaderPoll is how often a standby tries the leader lock and the leader
 	// checks the connection holding it.
 	LeaderPoll time.Duration `env:"PROCESSOR_LEADER_POLL" envDefault:"1s"`
+	// Outbox is whether a threat event also gets its alerts.outbox row for the
+	// alerts service; false when that service does not run, since only it
+	// prunes the outbox (docs/siem.md).
+	Outbox bool `env:"PROCESSOR_ALERTS_OUTBOX" envDefault:"true"`
 
 	// HTTP serves the ops endpoints only (default :8082).
 	HTTP     httpserver.Config

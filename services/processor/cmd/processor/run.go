@@ -47,6 +47,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		return err
 	}
 	defer store.Close()
+	if !cfg.Outbox {
+		store.WithoutOutbox()
+	}
 	pub := mq.NewPublisher(cfg.Broker, log)
 	defer pub.Close()
 
