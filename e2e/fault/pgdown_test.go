@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"threatview/e2e/internal/e2etest"
-	"threatview/loadtest/verify"
 	"threatview/platform/testenv"
 )
 
@@ -77,21 +76,7 @@ func TestFaultPostgresDownForAMinute(t *testing.T) {
 		t.Fatalf("connect events DB: %v", err)
 	}
 	defer conn.Close(context.Background())
-	caught := time.Now()
-	ev, err := verify.CheckEvents(ctx, conn, ids, 3*time.Minute, t.Logf)
-	if err != nil {
-		t.Fatalf("check events: %v", err)
-	}
-	t.Logf("every accepted event stored %.1fs after the load ended", time.Since(caught).Seconds())
-	if ev.Missing != 0 || ev.Duplicated != 0 || ev.Distinct != len(ids) {
-		t.Errorf("accepted %d events (%d distinct): %d stored, %d missing, %d stored twice", len(ids), ev.Distinct, ev.Stored, ev.Missing, ev.Duplicated)
-	}
-	dlqAfter, err := metricValue(env.ProcessorURL, "processor_messages_dead_lettered_total")
-	if err != nil {
-		t.Errorf("read the processor's metrics: %v", err)
-	} else if dlqAfter != dlqBefore {
-		t.Errorf("%v messages were dead-lettered while PostgreSQL was down (processor_messages_dead_lettered_total %v -> %v)", dlqAfter-dlqBefore, dlqBefore, dlqAfter)
-	}
+	storedOnceNoneDeadLettered(t, ctx, conn, env, ids, dlqBefore)
 	mismatch, err := rollupsExact(ctx, env.EventsURL, 2*time.Minute)
 	if err != nil {
 		t.Errorf("rollups: %v", err)
