@@ -38,18 +38,33 @@ type Source struct {
 // Open connects to the events DB at url; sessions run in UTC so rows
 // render the same every time.
 func Open(ctx context.Context, url string) (*Source, error) {
+	s, err := openPool(url, 4)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		s.pool.Close()
+		return nil, fmt.Errorf("connect events DB: %w", err)
+	}
+	return s, nil
+}
+
+// OpenLazy is Open without the first connection: a long-running service
+// starts while the database is away and connects on first use.
+func OpenLazy(url string) (*Source, error) { return openPool(url, 2) }
+
+func openPool(url string, conns int32) (*Source, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse EVENTS_DATABASE_URL: %w", err)
 	}
 	cfg.ConnConfig.RuntimeParams["timezone"] = "UTC"
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect events DB: %w", err)
+	cfg.MaxConns = conns
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
 		return nil, fmt.Errorf("connect events DB: %w", err)
 	}
 	return &Source{pool: pool, tables: Tables}, nil
@@ -283,6 +298,23 @@ func (s *Source) SaveRecord(ctx context.Context, r retention.Record) error {
 		return fmt.Errorf("record archive of %s: %w", r.Partition, err)
 	}
 	return nil
+}
+
+// ArchivedMonths lists the months of table with an archive record, oldest
+// first.
+func (s *Source) ArchivedMonths(ctx context.Context, table string) ([]time.Time, error) {
+	rows, err := s.pool.Query(ctx, "SELECT month FROM events.archives WHERE table_name = $1 ORDER BY month", table)
+	if err != nil {
+		return nil, fmt.Errorf("archived months of %s: %w", table, err)
+	}
+	months, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil {
+		return nil, fmt.Errorf("archived months of %s: %w", table, err)
+	}
+	for i := range months {
+		months[i] = months[i].UTC()
+	}
+	return months, nil
 }
 
 // DeleteRecord removes the archive record of table for month.

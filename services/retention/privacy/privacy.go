@@ -18,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"threatview/retention"
 )
 
 // Statuses of an erasure.
@@ -90,6 +92,9 @@ type Report struct {
 	// archive written before this erasure (whose files may hold the
 	// subject's rows; see docs/privacy.md).
 	ArchivedMonths []string `json:"archived_months"`
+	// ArchivesRewritten are the archives rewritten without the subject's
+	// rows (a new verified version each; the old one removed).
+	ArchivesRewritten []retention.Rewritten `json:"archives_rewritten"`
 	// Suppressed tells whether the subject stays suppressed.
 	Suppressed bool `json:"suppressed"`
 	// Verification is what a final count found left of the subject.

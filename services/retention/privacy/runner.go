@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"threatview/retention"
 )
 
 // RunnerConfig bounds the job.
@@ -38,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Erasures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erasures_total",
 			Help: "Erasures finished, by status (done, failed)."}, []string{"status"}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erased_rows_total",
-			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, audit_bodies)."}, []string{"store"}),
+			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, audit_bodies, archive_rows)."}, []string{"store"}),
 		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_running",
 			Help: "1 while this process runs an erasure."}),
 	}
@@ -55,11 +57,20 @@ type Runner struct {
 	metrics *Metrics
 	log     *slog.Logger
 	notify  chan struct{}
+	// archives, when set, rewrites archived months without the subject.
+	archives *ArchiveRewriter
 }
 
 // NewRunner returns a runner.
 func NewRunner(pg *PG, audit Redactor, cfg RunnerConfig, m *Metrics, log *slog.Logger) *Runner {
 	return &Runner{pg: pg, audit: audit, cfg: cfg, metrics: m, log: log, notify: make(chan struct{}, 1)}
+}
+
+// WithArchives makes every erasure also rewrite the archived months that
+// hold the subject (see ArchiveRewriter); it returns r.
+func (r *Runner) WithArchives(w *ArchiveRewriter) *Runner {
+	r.archives = w
+	return r
 }
 
 // Wake makes the runner look for work now.
@@ -228,6 +239,14 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 			r.metrics.Rows.WithLabelValues("audit_bodies").Add(float64(n))
 		}
 	}
+	if r.archives != nil {
+		rw, err := r.archives.Rewrite(ctx, e.ID, s)
+		rep.ArchivesRewritten = rw
+		r.metrics.Rows.WithLabelValues("archive_rows").Add(float64(archiveRows(rw)))
+		if err != nil {
+			return rep, err
+		}
+	}
 	months, err := r.pg.ArchivedMonths(ctx)
 	if err != nil {
 		return rep, err
@@ -253,4 +272,11 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+func archiveRows(rw []retention.Rewritten) (n int64) {
+	for _, a := range rw {
+		n += a.RowsRemoved
+	}
+	return n
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"threatview/platform/httpserver"
+	"threatview/retention"
 )
 
 // Config is the privacy service's configuration, read from the environment.
@@ -34,6 +35,20 @@ type Config struct {
 	// Poll is how often the runner looks for queued erasures.
 	Poll time.Duration `env:"PRIVACY_POLL" envDefault:"2s"`
 
+	// Archive is where the archiver writes (ARCHIVE_TARGET, as for the
+	// archiver): an erasure rewrites the archived months that hold the
+	// subject. Blank: archives are not rewritten (a warning at start; the
+	// report lists the archived months).
+	ArchiveTarget      string `env:"ARCHIVE_TARGET"`
+	ArchiveDir         string `env:"ARCHIVE_DIR"`
+	ArchiveS3Endpoint  string `env:"ARCHIVE_S3_ENDPOINT"`
+	ArchiveS3Region    string `env:"ARCHIVE_S3_REGION" envDefault:"us-east-1"`
+	ArchiveS3Bucket    string `env:"ARCHIVE_S3_BUCKET"`
+	ArchiveS3Prefix    string `env:"ARCHIVE_S3_PREFIX"`
+	ArchiveS3PathStyle bool   `env:"ARCHIVE_S3_FORCE_PATH_STYLE" envDefault:"false"`
+	// ArchiveChunkRows is the rows per file of a rewritten archive.
+	ArchiveChunkRows int `env:"ARCHIVE_CHUNK_ROWS" envDefault:"100000"`
+
 	HTTP     httpserver.Config
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 }
@@ -51,6 +66,8 @@ func (c *Config) Validate() error {
 		return errors.New("PRIVACY_AGGREGATE_WAIT must be positive")
 	case c.Poll <= 0:
 		return errors.New("PRIVACY_POLL must be positive")
+	case c.ArchiveChunkRows < 1:
+		return fmt.Errorf("ARCHIVE_CHUNK_ROWS must be at least 1, got %d", c.ArchiveChunkRows)
 	case c.AuditURL != "" && c.InternalKey == "":
 		return errors.New("AUDITLOGGER_SERVICE_URL needs INTERNAL_KEY")
 	}
@@ -62,5 +79,13 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s %q is not an http(s) URL", name, v)
 		}
 	}
-	return nil
+	t := c.Archive()
+	return t.Resolve()
+}
+
+// Archive is the archive target in the archiver's terms (the same
+// variables; listed here one by one, as the chart's checks read them).
+func (c *Config) Archive() retention.TargetConfig {
+	return retention.TargetConfig{Target: c.ArchiveTarget, Dir: c.ArchiveDir, S3Endpoint: c.ArchiveS3Endpoint,
+		S3Region: c.ArchiveS3Region, S3Bucket: c.ArchiveS3Bucket, S3Prefix: c.ArchiveS3Prefix, S3PathStyle: c.ArchiveS3PathStyle}
 }

@@ -17,7 +17,10 @@ import (
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
+	"threatview/retention"
+	"threatview/retention/postgres"
 	"threatview/retention/privacy"
+	"threatview/retention/store"
 )
 
 var version = "dev"
@@ -79,6 +82,25 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	pg := privacy.NewPG(pool)
 	runner := privacy.NewRunner(pg, redactor, privacy.RunnerConfig{BatchRows: cfg.BatchRows, Settle: cfg.Settle,
 		AggregateWait: cfg.AggregateWait, Poll: cfg.Poll}, privacy.NewMetrics(reg), log)
+
+	if target := cfg.Archive(); target.Kind() != "" {
+		if err := target.Resolve(); err != nil {
+			return err
+		}
+		st, err := store.Open(ctx, target)
+		if err != nil {
+			return fmt.Errorf("archive store: %w", err)
+		}
+		src, err := postgres.OpenLazy(cfg.EventsDatabaseURL)
+		if err != nil {
+			return fmt.Errorf("open events DB for archives: %w", err)
+		}
+		defer src.Close()
+		runner.WithArchives(&privacy.ArchiveRewriter{Audit: auditor, Log: log,
+			Archiver: &retention.Archiver{Src: src, Store: st, ChunkRows: cfg.ArchiveChunkRows, Log: log}})
+	} else {
+		log.Warn("ARCHIVE_TARGET is blank: archives are not rewritten by erasures")
+	}
 
 	r := privacy.NewAPI(pg, auditor, runner, log).Handler(authz.New(people, cfg.AdminKey, log), reg, checks, api.Privacy)
 

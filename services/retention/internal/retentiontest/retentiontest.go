@@ -16,6 +16,7 @@ import (
 	"threatview/migrations"
 	"threatview/platform/testenv"
 	"threatview/retention"
+	"threatview/retention/postgres"
 )
 
 // Month returns the start of the month i months from the current one.
@@ -148,4 +149,16 @@ func Find(tb testing.TB, src retention.Source, table string, month time.Time) re
 	}
 	tb.Fatalf("no partition of %s for %s", table, retention.MonthString(month))
 	return retention.Partition{}
+}
+
+// EventsSource opens the events DB at url as a retention source, closed
+// when the test ends.
+func EventsSource(tb testing.TB, url string) *postgres.Source {
+	tb.Helper()
+	src, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(src.Close)
+	return src
 }

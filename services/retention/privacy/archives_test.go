@@ -1,0 +1,107 @@
+package privacy_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"threatview/platform/wire"
+	"threatview/retention"
+	"threatview/retention/internal/retentiontest"
+	"threatview/retention/privacy"
+	"threatview/retention/store"
+)
+
+type auditLog struct {
+	mu   sync.Mutex
+	recs []wire.AuditRecord
+}
+
+func (l *auditLog) Audit(_ context.Context, rec wire.AuditRecord) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recs = append(l.recs, rec)
+	return nil
+}
+
+// An erasure's archive step rewrites every archived month holding the
+// subject (two here), leaves the months without it alone, audits each
+// removal of an old version, and waits for the retention lock.
+func TestArchiveRewriter_Rewrite(t *testing.T) {
+	ctx := context.Background()
+	url, db := retentiontest.Postgres(t)
+	fill(t, db, 3000, 20)
+	src := retentiontest.EventsSource(t, url)
+	st, err := store.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100, Log: quiet, Table: "events.events"}
+	if sum, err := a.Run(ctx); err != nil || sum.Partitions != 3 {
+		t.Fatalf("archive = %+v, %v; want the 3 finished months", sum, err)
+	}
+	s := privacy.Subject{AppID: "app-1", DeviceID: "d-3"}
+	var held int64
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2 AND received_at < $3`,
+		s.AppID, s.DeviceID, retentiontest.Month(0)).Scan(&held); err != nil || held == 0 {
+		t.Fatalf("subject has %d archived events (%v)", held, err)
+	}
+	eraseAll(t, privacy.NewPG(open(t, url)), s, 1000)
+
+	audit := &auditLog{}
+	w := &privacy.ArchiveRewriter{Archiver: a, Audit: audit, Log: quiet}
+	// The archiver or cleanup holding the retention lock: the step is
+	// retried later, nothing is written.
+	unlock, err := src.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Rewrite(ctx, "e-1", s); !errors.Is(err, privacy.ErrUnavailable) {
+		t.Errorf("Rewrite under a held retention lock = %v, want ErrUnavailable", err)
+	}
+	unlock()
+
+	rw, err := w.Rewrite(ctx, "e-1", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed int64
+	for _, r := range rw {
+		removed += r.RowsRemoved
+		rec, err := src.Record(ctx, "events.events", mustMonth(t, r.Month))
+		if err != nil || rec.Rows != r.Rows || rec.ContentSHA256 != r.ContentSHA256 || rec.Location != r.Location {
+			t.Errorf("record of %s = %+v (%v), rewrite %+v", r.Month, rec, err, r)
+		}
+	}
+	if removed != held {
+		t.Errorf("archives rewritten %+v removed %d rows, the subject had %d archived", rw, removed, held)
+	}
+	if len(audit.recs) != len(rw) || len(rw) == 0 {
+		t.Fatalf("%d audit records for %d rewrites", len(audit.recs), len(rw))
+	}
+	for i, rec := range audit.recs {
+		if rec.Action != "privacy.archive.rewrite" || rec.Resource != rw[i].OldLocation || !strings.Contains(rec.ActorToken, "e-1") ||
+			strings.Contains(rec.Resource, s.DeviceID) {
+			t.Errorf("audit record %+v for rewrite %+v", rec, rw[i])
+		}
+	}
+	// Done: a second run finds nothing left in any archive.
+	if rw, err := w.Rewrite(ctx, "e-1", s); err != nil || len(rw) != 0 {
+		t.Errorf("second Rewrite = %+v, %v; want nothing", rw, err)
+	}
+}
+
+func mustMonth(t *testing.T, s string) (m time.Time) {
+	t.Helper()
+	m, err := retention.ParseMonth(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
