@@ -68,7 +68,7 @@ func Run(ctx context.Context, cfg Config, defaultAddr string, h http.Handler, lo
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorLog:          ErrorLog(log),
 	}
 	if onListen != nil {
 		onListen(ln.Addr())
