@@ -48,7 +48,7 @@ func startUI(t *testing.T, st stackEnv) string {
 	env := map[string]string{
 		"HTTP_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"IDENTITY_SERVICE_URL": st.identity, "TOKENS_SERVICE_URL": st.tokens, "AUDITLOGGER_SERVICE_URL": st.audit,
-		"VISUALRENDERER_SERVICE_URL": st.renderer, "INTERNAL_KEY": st.internal,
+		"VISUALRENDERER_SERVICE_URL": st.renderer, "INTERNAL_KEY": st.internal, "ALERTS_SERVICE_URL": os.Getenv("THREATVIEW_ALERTS_URL"),
 		"ADMINUI_SESSION_KEY": strings.Repeat("5a", 32), "ADMINUI_COLLECTOR_PUBLIC_URL": st.collector,
 		"ADMINUI_STATUS_TARGETS": "collector=" + st.collector + ",auditlogger=" + st.audit + ",processor=http://127.0.0.1:8082," +
 			"tokens=" + st.tokens + ",auditworker=http://127.0.0.1:8084,identity=" + st.identity + ",visualrenderer=" + st.renderer,
@@ -318,6 +318,18 @@ func TestBrowser_Walk(t *testing.T) {
 	for _, want := range []string{"collector", "processor", "threatview.events", "DLQ.threatview.audit", "events/s"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("the status page does not mention %q", want)
+		}
+	}
+	// Its backlog table reads the running collector's broker_* gauges and
+	// the processor's aggregation lag: each a figure, none "unknown".
+	w.Eventually(45*time.Second, "/status", "#backlog", "the backlog figures", func() bool {
+		return browsertest.Eval[int](w, `document.querySelectorAll('#backlog tbody tr').length`) == 4 &&
+			!strings.Contains(w.Text("#backlog"), "unknown")
+	})
+	backlogText := w.Text("#backlog")
+	for _, want := range []string{"Events queue depth", "messages", "Oldest message on the events queue", "Broker store in use", "%", "Aggregation lag"} {
+		if !strings.Contains(backlogText, want) {
+			t.Errorf("the status page's backlog table does not show %q:\n%s", want, backlogText)
 		}
 	}
 	w.Shot("status")
