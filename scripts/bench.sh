@@ -10,7 +10,8 @@
 # per accepted request for the machine and each process, requests per broker
 # message, pprof CPU profiles at 1,500 req/s rendered as
 # docs/flame-NAME.svg) -> users -> overhead (a second collector with
-# auditing off, started and stopped here) -> report (with a before/after
+# auditing off, started and stopped here) -> ceilings (COPY ceiling, cold
+# start, with CEILINGS_DRAIN=1 the drain rate) -> report (with a before/after
 # CPU table when CPU_BEFORE names an earlier cpu.json).
 #
 # Needs the stack up (make up) and .run/env. The CPU profiles need the
@@ -39,7 +40,10 @@
 #   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
 #   DRAIN_TIMEOUT=600                         seconds the sweeps and the cpu, users and overhead
 #                                             steps wait for the consumers to catch up first
+#   CEILINGS_DRAIN=1                          the ceilings step also runs the backlog fault test
+#                                             (drain rate; about 1.5 GB queued first)
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
+#   SKIP_CEILINGS=1                           no ceilings step (COPY ceiling, cold start)
 #   BENCH_OUT=.run/bench  PAGE=docs/performance.md
 # The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
 set -euo pipefail
@@ -330,6 +334,31 @@ overhead() {
   return "$r"
 }
 if [ -z "${SKIP_OVERHEAD:-}" ]; then step "overhead: audit on vs off" overhead; fi
+
+# ------------------------------------------------------------------ ceilings
+# What PostgreSQL takes in at most (BenchmarkCopyCeiling: COPY of
+# processor-shaped rows in 2,000-row transactions) beside how fast the
+# processor drains a backlog (the backlog fault test, only with
+# CEILINGS_DRAIN=1: it queues about 1.5 GB first), and how fast valid apps
+# get 202s after a cold restart of the collector (the cold-start fault
+# test). The page quotes the figures these print.
+ceilings() {
+  local ok=0
+  (cd loadtest && go test -count=1 -run '^$' -bench CopyCeiling -benchtime 1x ./storage/) >"$OUT/copy-ceiling.log" 2>&1 || ok=1
+  (cd e2e && go test -tags fault -count=1 -timeout 10m -v -run 'TestFault_ColdStartValidTokens$' ./fault/) >"$OUT/coldstart.log" 2>&1 || ok=1
+  if [ -n "${CEILINGS_DRAIN:-}" ]; then
+    (cd e2e && go test -tags fault -count=1 -timeout 30m -v -run 'TestFaultBacklogBufferedOnDisk$' ./fault/) >"$OUT/drain.log" 2>&1 || ok=1
+  fi
+  { grep -hE '^BenchmarkCopyCeiling' "$OUT/copy-ceiling.log" || true
+    grep -hE '(drain|drain CPU per event|cold start): ' "$OUT/drain.log" "$OUT/coldstart.log" 2>/dev/null |
+      sed -E 's/^ *[a-z_]+_test\.go:[0-9]+: //' || true
+  } >"$OUT/ceilings.txt"
+  return "$ok"
+}
+if [ -z "${SKIP_CEILINGS:-}" ]; then
+  wait_drained "ceilings"
+  step "ceilings: COPY ceiling, cold start${CEILINGS_DRAIN:+, drain rate}" ceilings
+fi
 
 # ------------------------------------------------------------------ the page
 # An earlier build's cpu.json (CPU_BEFORE) beside this one's: the page's

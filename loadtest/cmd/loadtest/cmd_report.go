@@ -86,6 +86,7 @@ type reportInputs struct {
 	storage     *StorageResult
 	bulk        *BulkResult
 	gobench     string
+	ceilings    string
 	setup       string
 	sample      string
 }
@@ -139,6 +140,9 @@ func readInputs(dir string) (reportInputs, error) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "gobench.txt")); err == nil {
 		in.gobench = string(b)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "ceilings.txt")); err == nil {
+		in.ceilings = strings.TrimSpace(string(b))
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "setup.md")); err == nil {
 		in.setup = string(b)
@@ -395,6 +399,14 @@ func buildReport(dir, title string, flames []string) (string, string, error) {
 		p("%d records with %d concurrent senders (the reference loaded 1 million records with 100): %d accepted in %s, **%.0f records/s**.\n\n",
 			bk.Count, bk.Users, bk.Records, bk.Elapsed.Round(time.Second), bk.RecPerS)
 		p("%s\n", summariesMD([]stats.Summary{bk.Summary}))
+	}
+
+	if in.ceilings != "" {
+		p("## Ceilings\n\n")
+		p("`BenchmarkCopyCeiling` (loadtest/storage) is what PostgreSQL takes in at most: processor-shaped rows COPYed into `events.events` in 2,000-row transactions, with PostgreSQL's CPU per event. ")
+		p("The drain rate (\"drain:\", from the backlog fault test, run with `CEILINGS_DRAIN=1`) is how fast the processor stores a queued backlog; docs/scaling.md compares the two. ")
+		p("\"cold start:\" is `TestFault_ColdStartValidTokens` (e2e/fault): valid apps arriving at once right after the collector restarted, inside a flood of random tokens.\n\n")
+		p("```\n%s\n```\n\n", in.ceilings)
 	}
 
 	if in.gobench != "" {

@@ -93,6 +93,8 @@ func TestReport(t *testing.T) {
 		{DB: "mariadb", Name: "audit.audit_events", Rows: 1000, Bytes: 400_000},
 	}}, 105)
 	must(writeJSON(dir, "storage.json", StorageResult{Rate: 105, Projection: p}))
+	must(os.WriteFile(filepath.Join(dir, "ceilings.txt"), []byte("BenchmarkCopyCeiling/payload=260-2   1   2000000000 ns/op   31000 events/s   52.0 pg-cpu-µs/event\n"+
+		"cold start: 40 valid apps, all 202 in 1.20 s\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "gobench.txt"), []byte("goos: linux\npkg: threatview/loadtest/stats\nBenchmarkSummarize-2   	     100	  5000000 ns/op	  507904 B/op	       1 allocs/op\nPASS\n"), 0o644))
 
 	// 1,500 req/s for 20 s: 30,000 accepted; 16 CPU s = 0.533 ms each (goal 0.5, missed),
@@ -128,6 +130,7 @@ func TestReport(t *testing.T) {
 	page := string(b)
 	for _, want := range []string{
 		"## Setup", "## Test run", "## Results", "## Resources per service", "## Storage", "## Verification", "## Go benchmarks",
+		"## Ceilings", "31000 events/s   52.0 pg-cpu-µs/event", "cold start: 40 valid apps, all 202 in 1.20 s",
 		"| Application startup | 6300 | 0 | 0.00% |",
 		"Highest rate that held: 1000 req/s",
 		"![latency percentiles against rate](performance-sweep.svg)",
