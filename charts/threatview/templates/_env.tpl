@@ -192,6 +192,9 @@ AUDITLOGGER_SERVICE_URL: {{ printf "http://%s-audit-logger:%d" $svc (int .Values
 {{- if .Values.visualRenderer.enabled }}
 VISUALRENDERER_SERVICE_URL: {{ printf "http://%s-visual-renderer:%d" $svc (int .Values.visualRenderer.port) | quote }}
 {{- end }}
+{{- if .Values.alerts.enabled }}
+ALERTS_SERVICE_URL: {{ printf "http://%s-alerts:%d" $svc (int .Values.alerts.port) | quote }}
+{{- end }}
 ADMINUI_COLLECTOR_PUBLIC_URL: {{ tpl $v.collectorPublicUrl . | quote }}
 ADMINUI_STATUS_TARGETS: {{ include "threatview.adminStatusTargets" . | quote }}
 {{- if and .Values.identity.enabled .Values.identity.oidc.issuer }}

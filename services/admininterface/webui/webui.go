@@ -10,6 +10,7 @@
 //	/audit, /audit/export.{csv,ndjson} auditor
 //	/tokens, /tokens/apps/{app}       admin
 //	/status, /dlq, /retention         admin
+//	/alerts/... (alerts.go)           analyst reads, admin changes
 package webui
 
 import (
@@ -85,8 +86,10 @@ type Deps struct {
 	Tokens   upstream.Tokens
 	Audit    upstream.Audit
 	Renderer upstream.Renderer
-	Broker   *broker.Broker
-	Sampler  *Sampler
+	// Alerts has a nil Client when no alerts service is configured.
+	Alerts  upstream.Alerts
+	Broker  *broker.Broker
+	Sampler *Sampler
 	// Retention reads the events and audit databases' partitions and
 	// archives (read-only); empty when no database is configured.
 	Retention []RetentionReader
@@ -207,6 +210,10 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Use(s.require(admininterface.RoleAnalyst))
 				r.Get("/dashboards", s.dashboards)
 				r.Get("/dashboards/chart/{dimension}.svg", s.dashboardChart)
+				r.Get("/alerts", s.alertsPage)
+				r.Get("/alerts/rules/{id}", s.ruleHistory)
+				r.Get("/alerts/dead", s.deadNotifications)
+				r.Get("/alerts/forwarders", s.forwardersPage)
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(s.require(admininterface.RoleAuditor))
@@ -232,6 +239,13 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Post("/dlq/{queue}/delete", s.deleteMessage)
 				r.Get("/retention", s.retentionPage)
 				r.Post("/retention/dry-run", s.retentionDryRun)
+				r.Post("/alerts/rules", s.createRule)
+				r.Get("/alerts/rules/{id}/delete", s.confirmDeleteRule)
+				r.Post("/alerts/rules/{id}/delete", s.deleteRule)
+				r.Post("/alerts/rules/{id}/silence", s.silenceRule)
+				r.Post("/alerts/forwarders", s.createForwarder)
+				r.Get("/alerts/forwarders/{id}/delete", s.confirmDeleteForwarder)
+				r.Post("/alerts/forwarders/{id}/delete", s.deleteForwarder)
 			})
 			r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, http.StatusNotFound, "not_found", "There is no such page.")
@@ -455,6 +469,8 @@ var navAll = []struct {
 	path, label, role string
 }{
 	{"/dashboards", "Dashboards", admininterface.RoleAnalyst},
+	{"/alerts", "Alerts", admininterface.RoleAnalyst},
+	{"/alerts/forwarders", "SIEM forwarders", admininterface.RoleAnalyst},
 	{"/tokens", "Apps and tokens", admininterface.RoleAdmin},
 	{"/audit", "Audit trail", admininterface.RoleAuditor},
 	{"/audit/trail", "Trail integrity", admininterface.RoleAuditor},

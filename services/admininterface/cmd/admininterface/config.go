@@ -27,6 +27,9 @@ type Config struct {
 	// RendererURL is the visual renderer's base URL; blank leaves the
 	// dashboards page empty with a note.
 	RendererURL string `env:"VISUALRENDERER_SERVICE_URL"`
+	// AlertsURL is the alerts service's base URL; blank leaves the alerts
+	// pages out (they answer 404 with a note).
+	AlertsURL string `env:"ALERTS_SERVICE_URL"`
 	// InternalKey authorizes POST /v1/audit for the UI's own audit records.
 	InternalKey string `env:"INTERNAL_KEY,required" secret:"true"`
 	// ExportKey is the admin key (ADMIN_KEY), with which an audit export
@@ -128,6 +131,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RendererURL != "" && !isHTTPURL(c.RendererURL) {
 		return fmt.Errorf("VISUALRENDERER_SERVICE_URL %q is not an http(s) URL", c.RendererURL)
+	}
+	if c.AlertsURL != "" && !isHTTPURL(c.AlertsURL) {
+		return fmt.Errorf("ALERTS_SERVICE_URL %q is not an http(s) URL", c.AlertsURL)
 	}
 	if len(c.SessionKey) != 64 || strings.Trim(strings.ToLower(c.SessionKey), "0123456789abcdef") != "" {
 		return errors.New("ADMINUI_SESSION_KEY must be 64 hex digits (32 random bytes: openssl rand -hex 32)")

@@ -94,6 +94,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if cfg.RendererURL != "" {
 		deps.Renderer = upstream.Renderer{Client: client(cfg.RendererURL)}
 	}
+	if cfg.AlertsURL != "" {
+		deps.Alerts = upstream.Alerts{Client: client(cfg.AlertsURL)}
+	}
 	if cfg.EventsDatabaseURL != "" {
 		pg, err := postgres.Open(ctx, cfg.EventsDatabaseURL)
 		if err != nil {
