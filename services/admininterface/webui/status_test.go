@@ -86,6 +86,7 @@ func TestStatusPage_Backlog(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each page view browses four queues: seconds of waiting, little work
 			h := newHarness(t)
 			withBroker(t, h)
 			h.srv.opts.Targets = c.targets(t)
