@@ -139,3 +139,25 @@ func (a *Archiver) removeVersion(ctx context.Context, prefix string) error {
 	}
 	return nil
 }
+
+// ReadArchive hands each row of the verified archive of table's month (the
+// version its record names) to each, in order, checking every file's
+// SHA-256 and row count on the way. A month without an archive record is
+// ErrNotFound.
+func (a *Archiver) ReadArchive(ctx context.Context, table string, month time.Time, each func(line []byte) error) error {
+	rec, err := a.Src.Record(ctx, table, month)
+	if err != nil {
+		return err
+	}
+	prefix, m, err := FindManifest(ctx, a.Store, table, month, rec.ManifestSHA256)
+	if err != nil {
+		return err
+	}
+	content := sha256.New()
+	for _, f := range m.Files {
+		if _, err := readFile(ctx, a.Store, prefix, f, content, each); err != nil {
+			return fmt.Errorf("%w: %v", ErrVerify, err)
+		}
+	}
+	return nil
+}

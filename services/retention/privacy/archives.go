@@ -27,9 +27,13 @@ type ArchiveRewriter struct {
 	Log   *slog.Logger
 }
 
-// archivedTable is the table whose archives hold device ids (facts hold
-// none).
-const archivedTable = "events.events"
+// archivedTable is the table whose archives hold device ids; factsTable's
+// archives hold the facts of its events (by event id, no device id), which
+// are rewritten with them so each archive keeps matching its partition.
+const (
+	archivedTable = "events.events"
+	factsTable    = "facts.facts"
+)
 
 // Rewrite rewrites every archived month holding s and returns what it
 // rewrote. It holds the events DB's retention lock, so no archiver or
@@ -47,29 +51,78 @@ func (w *ArchiveRewriter) Rewrite(ctx context.Context, erasureID string, s Subje
 		return out, err
 	}
 	for _, m := range archived {
-		rw, changed, err := w.Archiver.RewriteWithout(ctx, archivedTable, m, subjectRow(s))
+		// The facts of the subject's events first (found by event id in the
+		// events archive), then the events: a retry after either step still
+		// finds the subject's events in the events archive.
+		ids := map[string]bool{}
+		err := w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
+			var row struct {
+				ID       string `json:"id"`
+				AppID    string `json:"app_id"`
+				DeviceID string `json:"device_id"`
+			}
+			if err := json.Unmarshal(line, &row); err != nil {
+				return fmt.Errorf("archived row is not a JSON object: %w", err)
+			}
+			if row.AppID == s.AppID && row.DeviceID == s.DeviceID {
+				ids[row.ID] = true
+			}
+			return nil
+		})
+		if err == nil && len(ids) == 0 {
+			continue
+		}
+		steps := []struct {
+			table string
+			drop  func(line []byte) (bool, error)
+		}{{factsTable, factOf(ids)}, {archivedTable, subjectRow(s)}}
+		for _, st := range steps {
+			if err != nil {
+				break
+			}
+			var rw retention.Rewritten
+			var changed bool
+			if rw, changed, err = w.Archiver.RewriteWithout(ctx, st.table, m, st.drop); err == nil && changed {
+				out = append(out, rw)
+				w.audited(ctx, erasureID, rw)
+			}
+		}
 		if err != nil {
 			if errors.Is(err, retention.ErrVerify) {
 				return out, err
 			}
 			return out, fmt.Errorf("archive %s: %w: %w", retention.MonthString(m), ErrUnavailable, err)
 		}
-		if !changed {
-			continue
-		}
-		out = append(out, rw)
-		if w.Audit != nil {
-			err := w.Audit.Audit(context.WithoutCancel(ctx), wire.AuditRecord{ID: uuid.Must(uuid.NewV7()).String(),
-				Time: time.Now().UTC(), ActorToken: "erasure:" + erasureID, Action: "privacy.archive.rewrite",
-				Resource: rw.OldLocation, Outcome: 200, RequestID: erasureID})
-			if err != nil {
-				// The rewrite happened; the report lists it whatever the
-				// audit logger says.
-				w.Log.Error("archive rewrite not audited", "erasure_id", erasureID, "location", rw.OldLocation, "err", err)
-			}
-		}
 	}
 	return out, nil
+}
+
+// audited records the removal of rw's old version.
+func (w *ArchiveRewriter) audited(ctx context.Context, erasureID string, rw retention.Rewritten) {
+	if w.Audit == nil {
+		return
+	}
+	err := w.Audit.Audit(context.WithoutCancel(ctx), wire.AuditRecord{ID: uuid.Must(uuid.NewV7()).String(),
+		Time: time.Now().UTC(), ActorToken: "erasure:" + erasureID, Action: "privacy.archive.rewrite",
+		Resource: rw.OldLocation, Outcome: 200, RequestID: erasureID})
+	if err != nil {
+		// The rewrite happened; the report lists it whatever the audit
+		// logger says.
+		w.Log.Error("archive rewrite not audited", "erasure_id", erasureID, "location", rw.OldLocation, "err", err)
+	}
+}
+
+// factOf matches an archived facts row of one of the events ids.
+func factOf(ids map[string]bool) func(line []byte) (bool, error) {
+	return func(line []byte) (bool, error) {
+		var row struct {
+			EventID string `json:"event_id"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			return false, fmt.Errorf("archived row is not a JSON object: %w", err)
+		}
+		return ids[row.EventID], nil
+	}
 }
 
 // months lists the months of archivedTable with an archive record.

@@ -42,9 +42,9 @@ func TestArchiveRewriter_Rewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100, Log: quiet, Table: "events.events"}
-	if sum, err := a.Run(ctx); err != nil || sum.Partitions != 3 {
-		t.Fatalf("archive = %+v, %v; want the 3 finished months", sum, err)
+	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100, Log: quiet}
+	if sum, err := a.Run(ctx); err != nil || sum.Partitions != 6 {
+		t.Fatalf("archive = %+v, %v; want the 3 finished months of events and facts", sum, err)
 	}
 	s := privacy.Subject{AppID: "app-1", DeviceID: "d-3"}
 	var held int64
@@ -71,16 +71,21 @@ func TestArchiveRewriter_Rewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var removed int64
+	removed := map[string]int64{}
 	for _, r := range rw {
-		removed += r.RowsRemoved
-		rec, err := src.Record(ctx, "events.events", mustMonth(t, r.Month))
+		removed[r.Table] += r.RowsRemoved
+		m := mustMonth(t, r.Month)
+		rec, err := src.Record(ctx, r.Table, m)
 		if err != nil || rec.Rows != r.Rows || rec.ContentSHA256 != r.ContentSHA256 || rec.Location != r.Location {
-			t.Errorf("record of %s = %+v (%v), rewrite %+v", r.Month, rec, err, r)
+			t.Errorf("record of %s %s = %+v (%v), rewrite %+v", r.Table, r.Month, rec, err, r)
+		}
+		// The archive matches its partition again (what cleanup checks).
+		if n, err := src.Count(ctx, retentiontest.Find(t, src, r.Table, m)); err != nil || n != r.Rows {
+			t.Errorf("%s %s has %d rows (%v), its rewritten archive %d", r.Table, r.Month, n, err, r.Rows)
 		}
 	}
-	if removed != held {
-		t.Errorf("archives rewritten %+v removed %d rows, the subject had %d archived", rw, removed, held)
+	if removed["events.events"] != held || removed["facts.facts"] != held {
+		t.Errorf("archives rewritten %+v removed %v rows, the subject had %d archived events with their facts", rw, removed, held)
 	}
 	if len(audit.recs) != len(rw) || len(rw) == 0 {
 		t.Fatalf("%d audit records for %d rewrites", len(audit.recs), len(rw))

@@ -99,3 +99,10 @@ func TestS3_RoundTrip(t *testing.T) {
 		t.Errorf("after restore %d rows %s (%v), want %d rows %s", n, h, err, n0, h0)
 	}
 }
+
+// An erasure's archive rewrite through a real S3-compatible store
+// (retentiontest.RewriteWithout: the new version without the subject, the
+// old version gone, cleanup and restore accept it).
+func TestS3_RewriteWithout(t *testing.T) {
+	retentiontest.RewriteWithout(t, mustS3(t))
+}
