@@ -31,6 +31,7 @@ type Config struct {
 	Refresh time.Duration // how often the forwarder list is read (default 5 s)
 	Version string
 	Host    string
+	S3      S3Config // for s3 forwarders
 	Metrics *Metrics
 }
 
@@ -92,7 +93,7 @@ func Supervise(ctx context.Context, st Store, cfg Config, log *slog.Logger) erro
 // run feeds one forwarder: read after its cursor, send the rows its filters
 // match, move the cursor only once they were sent (at least once).
 func run(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slog.Logger) {
-	sink, err := NewSink(&f, cfg.Version, cfg.Host)
+	sink, err := NewSink(&f, cfg.Version, cfg.Host, cfg.S3)
 	if err != nil {
 		log.Error("forwarder not started", "err", err)
 		_ = st.Failed(ctx, f.ID, err.Error())

@@ -20,8 +20,9 @@ import (
 // a stalled destination fails the batch, which is then sent again.
 const sendTimeout = 15 * time.Second
 
-// NewSink returns the sink of f. version names our build in CEF and OCSF.
-func NewSink(f *alerts.Forwarder, version, hostname string) (alerts.Sink, error) {
+// NewSink returns the sink of f. version names our build in CEF and OCSF;
+// s3cfg is where s3 forwarders' buckets are.
+func NewSink(f *alerts.Forwarder, version, hostname string, s3cfg S3Config) (alerts.Sink, error) {
 	u, err := url.Parse(f.URL)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder %s url: %w", f.ID, err)
@@ -45,6 +46,8 @@ func NewSink(f *alerts.Forwarder, version, hostname string) (alerts.Sink, error)
 		tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}
 		return &HTTP{url: f.URL, enc: enc, client: &http.Client{Transport: tr, Timeout: sendTimeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
+	case alerts.ForwardS3:
+		return NewS3(context.Background(), f.URL, version, s3cfg)
 	}
 	return nil, fmt.Errorf("forwarder %s: type %s has no sink in this build", f.ID, f.Type)
 }

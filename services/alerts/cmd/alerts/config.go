@@ -50,6 +50,12 @@ type Config struct {
 	// once; ForwardPoll how long it waits when there is nothing new.
 	ForwardBatch int           `env:"ALERTS_FORWARD_BATCH" envDefault:"500"`
 	ForwardPoll  time.Duration `env:"ALERTS_FORWARD_POLL" envDefault:"500ms"`
+	// S3 serves the buckets of s3 forwarders (blank endpoint: AWS);
+	// credentials come from the AWS SDK's default chain (AWS_* variables,
+	// web identity, instance role).
+	S3Endpoint  string `env:"ALERTS_S3_ENDPOINT"`
+	S3Region    string `env:"ALERTS_S3_REGION" envDefault:"us-east-1"`
+	S3PathStyle bool   `env:"ALERTS_S3_PATH_STYLE"`
 	// SMTP relay of email channels (blank address: email notifications
 	// fail and are dead-lettered).
 	SMTPAddr     string `env:"ALERTS_SMTP_ADDR"`
