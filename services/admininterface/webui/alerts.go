@@ -179,12 +179,15 @@ func (s *Server) deleteRule(w http.ResponseWriter, r *http.Request) {
 // silenceRule silences a rule for the hours chosen; 0 ends a silence.
 func (s *Server) silenceRule(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.pathID(w, r)
-	if !ok || !s.alertsOn(w, r) {
+	if !ok {
 		return
 	}
 	h, err := strconv.Atoi(r.PostFormValue("hours"))
 	if err != nil || h < 0 || h > silenceMax {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "Silence for 0 to "+strconv.Itoa(silenceMax)+" hours.")
+		return
+	}
+	if !s.alertsOn(w, r) {
 		return
 	}
 	var until *time.Time
