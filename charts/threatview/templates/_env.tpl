@@ -167,6 +167,11 @@ ALERTS_FORWARD_BATCH: {{ $v.forwardBatch | quote }}
 ALERTS_SMTP_ADDR: {{ . | quote }}
 {{- end }}
 ALERTS_SMTP_FROM: {{ $v.smtpFrom | quote }}
+{{- with $v.s3Endpoint }}
+ALERTS_S3_ENDPOINT: {{ . | quote }}
+ALERTS_S3_PATH_STYLE: "true"
+{{- end }}
+ALERTS_S3_REGION: {{ $v.s3Region | quote }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
