@@ -26,6 +26,9 @@ func (t *Trail) nodeHash(ctx context.Context, level uint, index uint64) ([]byte,
 	} else {
 		q = fmt.Sprintf("SELECT idx, hash FROM audit_tree_nodes WHERE level = %d AND idx >= ? AND idx < ? ORDER BY idx", base)
 	}
+	// sql: one of two constant statements; the level is base, a multiple of 8
+	// computed from the tree's shape and formatted as a number, and the range
+	// travels as ? arguments.
 	rows, err := t.q.QueryContext(ctx, q, first, first+count)
 	if err != nil {
 		return nil, fmt.Errorf("read tree nodes: %w: %w", auditlogger.ErrUnavailable, err)

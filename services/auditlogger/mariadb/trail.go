@@ -175,6 +175,7 @@ func (s *Store) insertTx(ctx context.Context, recs []wire.AuditRecord) (int, err
 	}
 	if len(nodes) > 0 {
 		q := "INSERT INTO audit_tree_nodes (level, idx, hash) VALUES (?,?,?)" + strings.Repeat(",(?,?,?)", len(nodes)/3-1)
+		// sql: a constant head and one "(?,?,?)" a node; every value is an argument.
 		if _, err := tx.ExecContext(ctx, q, nodes...); err != nil {
 			return fail("insert nodes", err)
 		}
@@ -274,6 +275,7 @@ func (t *Trail) Checkpoint(ctx context.Context, n int64) (*trail.Checkpoint, err
 }
 
 func (t *Trail) checkpoints(ctx context.Context, q string, args ...any) ([]trail.Checkpoint, error) {
+	// sql: q is one of the callers' string literals above; values are ? arguments.
 	rows, err := t.q.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoints: %w: %w", auditlogger.ErrUnavailable, err)
@@ -391,6 +393,7 @@ func (t *Trail) page(ctx context.Context, from, to uint64, limit int) ([]trail.R
 		q += " LIMIT ?"
 		args = append(args, limit)
 	}
+	// sql: the constant columns and fragments; the range and limit are ? arguments.
 	rows, err := t.q.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err)

@@ -115,6 +115,8 @@ func (s *Store) Active(ctx context.Context, limit int) ([]tokens.Token, error) {
 
 // query returns the tokens a SELECT of columns finds.
 func (s *Store) query(ctx context.Context, what, q string, args ...any) ([]tokens.Token, error) {
+	// sql: q is built by List and Active from constant fragments only; every
+	// value is a ? argument.
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
