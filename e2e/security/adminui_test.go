@@ -33,11 +33,12 @@ import (
 // redirects, and may connect from a loopback address of its own (another
 // person's machine).
 type uiBrowser struct {
-	t      *testing.T
-	base   string
-	hc     *http.Client
-	cookie string
-	csrf   string
+	t          *testing.T
+	base       string
+	signInPath string // the sign-in form's path: /login (admin interface) or /signin (renderer)
+	hc         *http.Client
+	cookies    map[string]string
+	csrf       string
 }
 
 func newUIBrowser(t *testing.T, base, from string) *uiBrowser {
@@ -46,7 +47,7 @@ func newUIBrowser(t *testing.T, base, from string) *uiBrowser {
 	if from != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(from)}
 	}
-	return &uiBrowser{t: t, base: base, hc: &http.Client{
+	return &uiBrowser{t: t, base: base, signInPath: "/login", cookies: map[string]string{}, hc: &http.Client{
 		Timeout:       30 * time.Second,
 		Transport:     &http.Transport{DialContext: d.DialContext},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -68,8 +69,8 @@ func (b *uiBrowser) do(method, path string, form url.Values) (*http.Response, st
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", b.base)
 	}
-	if b.cookie != "" {
-		req.Header.Set("Cookie", b.cookie)
+	for name, value := range b.cookies {
+		req.AddCookie(&http.Cookie{Name: name, Value: value})
 	}
 	resp, err := b.hc.Do(req)
 	if err != nil {
@@ -78,11 +79,10 @@ func (b *uiBrowser) do(method, path string, form url.Values) (*http.Response, st
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
 	for _, c := range resp.Cookies() {
-		if strings.Contains(c.Name, "tv_session") {
-			b.cookie = c.Name + "=" + c.Value
-			if c.MaxAge < 0 {
-				b.cookie = ""
-			}
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c.Value
 		}
 	}
 	if m := uiCSRF.FindStringSubmatch(string(out)); m != nil {
@@ -95,9 +95,9 @@ func (b *uiBrowser) do(method, path string, form url.Values) (*http.Response, st
 func (b *uiBrowser) signIn(user, password, next string) *http.Response {
 	b.t.Helper()
 	if b.csrf == "" {
-		b.do("GET", "/login", nil)
+		b.do("GET", b.signInPath, nil)
 	}
-	resp, _ := b.do("POST", "/login", url.Values{"csrf": {b.csrf}, "username": {user}, "password": {password}, "next": {next}})
+	resp, _ := b.do("POST", b.signInPath, url.Values{"csrf": {b.csrf}, "username": {user}, "password": {password}, "next": {next}})
 	return resp
 }
 
@@ -212,9 +212,32 @@ func (id *identityForUI) person(t *testing.T, name, role string) {
 	}
 }
 
+// disable disables the person name at identity, as admin by does.
+func (id *identityForUI) disable(t *testing.T, name, by string) {
+	t.Helper()
+	disabled := true
+	if _, err := id.svc.UpdateUser(context.Background(), name, identity.UserChange{Disabled: &disabled}, identity.Meta{Actor: by}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // startAdminUI runs the admin interface's binary in front of identityURL
 // and returns its URL.
 func startAdminUI(t *testing.T, identityURL string) string {
+	t.Helper()
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return startService(t, "./services/admininterface/cmd/admininterface",
+		"IDENTITY_SERVICE_URL="+identityURL, "TOKENS_SERVICE_URL="+identityURL, "AUDITLOGGER_SERVICE_URL="+identityURL,
+		"INTERNAL_KEY=ui-test-internal-key", "ADMINUI_SESSION_KEY="+hex.EncodeToString(key), "ADMINUI_UPSTREAM_TIMEOUT=2s",
+		"ADMINUI_COLLECTOR_PUBLIC_URL=http://127.0.0.1:8080", "ADMINUI_STATUS_TARGETS=identity="+identityURL,
+		"STOMP_ADDR="+os.Getenv("STOMP_ADDR"), "ADMINUI_CLEANUP_COMMAND=/bin/true")
+}
+
+// startService builds the service command pkg from the tree, runs it with
+// env on a free loopback port (HTTP_ADDR) until the test ends, and returns
+// its URL once /healthz answers.
+func startService(t *testing.T, pkg string, env ...string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -222,16 +245,10 @@ func startAdminUI(t *testing.T, identityURL string) string {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
 	out := &testenv.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, testenv.MustBuild(t, "./services/admininterface/cmd/admininterface"))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HTTP_ADDR=" + addr,
-		"IDENTITY_SERVICE_URL=" + identityURL, "TOKENS_SERVICE_URL=" + identityURL, "AUDITLOGGER_SERVICE_URL=" + identityURL,
-		"INTERNAL_KEY=ui-test-internal-key", "ADMINUI_SESSION_KEY=" + hex.EncodeToString(key), "ADMINUI_UPSTREAM_TIMEOUT=2s",
-		"ADMINUI_COLLECTOR_PUBLIC_URL=http://127.0.0.1:8080", "ADMINUI_STATUS_TARGETS=identity=" + identityURL,
-		"STOMP_ADDR=" + os.Getenv("STOMP_ADDR"), "ADMINUI_CLEANUP_COMMAND=/bin/true"}
+	cmd := exec.CommandContext(ctx, testenv.MustBuild(t, pkg))
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HTTP_ADDR=" + addr}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -246,7 +263,7 @@ func startAdminUI(t *testing.T, identityURL string) string {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the admin interface did not start:\n%s", out.String())
+			t.Fatalf("%s did not start:\n%s", pkg, out.String())
 		}
 	}
 }
@@ -298,10 +315,7 @@ func TestAdminUI_DisabledPersonLockedOut(t *testing.T) {
 		t.Fatalf("GET /retention = %d", resp.StatusCode)
 	}
 	csrf := b.csrf
-	disabled := true
-	if _, err := id.svc.UpdateUser(context.Background(), "dan", identity.UserChange{Disabled: &disabled}, identity.Meta{Actor: "boss"}); err != nil {
-		t.Fatal(err)
-	}
+	id.disable(t, "dan", "boss")
 	disabledAt := time.Now()
 	if resp, _ := b.do("POST", "/retention/dry-run", url.Values{"csrf": {csrf}}); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("disabled: POST /retention/dry-run = %d, want 401 at once", resp.StatusCode)
