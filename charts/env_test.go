@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"threatview/platform/config"
+	"threatview/platform/httpserver"
 	"threatview/retention"
 )
 
@@ -185,6 +186,20 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		parse(t, r, "CronJob", "archiver", &arch)
 		if arch.Archive.S3Region != "eu-west-1" {
 			t.Errorf("archiver region %q, want eu-west-1", arch.Archive.S3Region)
+		}
+	})
+
+	t.Run("AdminUITrustedProxies", func(t *testing.T) {
+		if v, ok := envOf(t, render(t, readValues(t)), "Deployment", "admin-interface")["ADMINUI_TRUSTED_PROXIES"]; ok {
+			t.Errorf("admin interface ADMINUI_TRUSTED_PROXIES = %q by default, want unset (no proxy believed)", v)
+		}
+		r := render(t, map[string]any{"adminInterface": map[string]any{"trustedProxies": []any{"10.0.0.0/16", "fd00:ec2::/64"}}})
+		got := envOf(t, r, "Deployment", "admin-interface")["ADMINUI_TRUSTED_PROXIES"]
+		// The admin interface splits the variable at commas and reads it with
+		// httpserver.ParsePrefixes (its Config.Validate does the same).
+		prefixes, err := httpserver.ParsePrefixes(strings.Split(got, ","))
+		if err != nil || len(prefixes) != 2 || prefixes[0].String() != "10.0.0.0/16" || prefixes[1].String() != "fd00:ec2::/64" {
+			t.Errorf("admin interface ADMINUI_TRUSTED_PROXIES = %q (%v, %v), want both CIDRs of adminInterface.trustedProxies", got, prefixes, err)
 		}
 	})
 

@@ -202,6 +202,9 @@ ALERTS_SERVICE_URL: {{ printf "http://%s-alerts:%d" $svc (int .Values.alerts.por
 {{- end }}
 ADMINUI_COLLECTOR_PUBLIC_URL: {{ tpl $v.collectorPublicUrl . | quote }}
 ADMINUI_STATUS_TARGETS: {{ include "threatview.adminStatusTargets" . | quote }}
+{{- with $v.trustedProxies }}
+ADMINUI_TRUSTED_PROXIES: {{ join "," . | quote }}
+{{- end }}
 {{- if and .Values.identity.enabled .Values.identity.oidc.issuer }}
 ADMINUI_OIDC: "true"
 {{- end }}
