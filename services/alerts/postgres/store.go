@@ -200,7 +200,10 @@ func (s *Store) Notifications(ctx context.Context, status string, limit int) ([]
 	return s.transitions(ctx, `n.status = $1`, status, limit)
 }
 
+// transitions lists the transitions matching where, a condition on $1.
 func (s *Store) transitions(ctx context.Context, where string, arg any, limit int) ([]alerts.Transition, error) {
+	// sql: where is one of History's and Notifications' literal conditions;
+	// the values (rule id, status, limit) travel as $1 and $2.
 	rows, err := s.pool.Query(ctx, `SELECT t.id, t.rule_id::text, t.state, t.value, t.threshold, t.at, t.silenced,
 			coalesce(n.status, ''), coalesce(n.attempts, 0), coalesce(n.last_error, '')
 		FROM alerts.transitions t LEFT JOIN alerts.notifications n ON n.transition_id = t.id

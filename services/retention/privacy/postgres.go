@@ -161,21 +161,25 @@ func (p *PG) Finish(ctx context.Context, e *Erasure) error {
 	return nil
 }
 
+// suppressUpsert ends Suppress's inserts: a subject already under
+// suppression keeps its start, one whose suppression was lifted is
+// suppressed again from now.
+const suppressUpsert = ` ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at = NULL, lifted_by = NULL,
+	created_at = CASE WHEN events.suppressions.lifted_at IS NULL THEN events.suppressions.created_at ELSE now() END,
+	created_by = excluded.created_by, erasure_id = excluded.erasure_id`
+
 // Suppress puts the subject under suppression (again, if it was lifted)
 // and, so that a queue of erasures waits out the settle time once and not
 // once each, the subjects of every queued erasure too. It returns when the
 // subject's suppression began.
 func (p *PG) Suppress(ctx context.Context, e *Erasure) (time.Time, error) {
-	const upsert = ` ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at = NULL, lifted_by = NULL,
-			created_at = CASE WHEN events.suppressions.lifted_at IS NULL THEN events.suppressions.created_at ELSE now() END,
-			created_by = excluded.created_by, erasure_id = excluded.erasure_id`
 	if _, err := p.pool.Exec(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
-		SELECT app_id, device_id, requested_by, id FROM events.erasures WHERE status = 'queued'`+upsert); err != nil {
+		SELECT app_id, device_id, requested_by, id FROM events.erasures WHERE status = 'queued'`+suppressUpsert); err != nil {
 		return time.Time{}, unavailable("suppress queued", err)
 	}
 	var since time.Time
 	err := p.pool.QueryRow(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
-		VALUES ($1, $2, $3, $4)`+upsert+` RETURNING created_at`,
+		VALUES ($1, $2, $3, $4)`+suppressUpsert+` RETURNING created_at`,
 		e.AppID, e.DeviceID, e.RequestedBy, e.ID).Scan(&since)
 	if err != nil {
 		return time.Time{}, unavailable("suppress", err)

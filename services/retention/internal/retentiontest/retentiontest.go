@@ -283,6 +283,7 @@ func subject(app, device string) func(line []byte) (bool, error) {
 func count(t *testing.T, db *sql.DB, q string, args ...any) int {
 	t.Helper()
 	var n int
+	// sql: q is a literal of this package's checks; values travel as $n args.
 	if err := db.QueryRowContext(context.Background(), q, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
