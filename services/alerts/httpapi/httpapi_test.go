@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,13 @@ type api struct {
 
 func (a api) do(method, path, bearer, body string) (int, string) {
 	a.t.Helper()
+	code, _, b := a.doH(method, path, bearer, body)
+	return code, b
+}
+
+// doH is do that also returns the answer's headers.
+func (a api) doH(method, path, bearer, body string) (int, http.Header, string) {
+	a.t.Helper()
 	req, _ := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -41,7 +49,7 @@ func (a api) do(method, path, bearer, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header, string(b)
 }
 
 // newAPI serves the API on a fresh database, auditing to auditURL (the
@@ -152,17 +160,20 @@ func TestAPI_Rules(t *testing.T) {
 }
 
 // TestAPI_AuditDown: a change that cannot be audited is refused with 503
-// and not made.
+// and Retry-After (as api/alerts.openapi.json promises), and not made.
 func TestAPI_AuditDown(t *testing.T) {
 	a := newAPI(t, "http://127.0.0.1:1")
-	code, body := a.do("POST", "/v1/alert-rules", a.admin, goodRule)
+	code, h, body := a.doH("POST", "/v1/alert-rules", a.admin, goodRule)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"unavailable"`) {
 		t.Fatalf("POST with the audit logger down = %d %s, want 503", code, body)
+	}
+	if ra, err := strconv.Atoi(h.Get("Retry-After")); err != nil || ra <= 0 {
+		t.Fatalf("503 Retry-After = %q, want a positive number of seconds", h.Get("Retry-After"))
 	}
 	if _, body := a.do("GET", "/v1/alert-rules", a.admin, ""); !bytes.Contains([]byte(body), []byte(`"rules":[]`)) {
 		t.Fatalf("rules after a refused change = %s, want none", body)
 	}
-	if code, _ := a.do("POST", "/v1/forwarders", a.admin, `{"name":"f","type":"syslog","url":"tcp://127.0.0.1:514","format":"cef"}`); code != 503 {
-		t.Fatalf("POST forwarder with the audit logger down = %d, want 503", code)
+	if code, h, _ := a.doH("POST", "/v1/forwarders", a.admin, `{"name":"f","type":"syslog","url":"tcp://127.0.0.1:514","format":"cef"}`); code != 503 || h.Get("Retry-After") == "" {
+		t.Fatalf("POST forwarder with the audit logger down = %d (Retry-After %q), want 503 with Retry-After", code, h.Get("Retry-After"))
 	}
 }
