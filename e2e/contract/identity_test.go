@@ -3,7 +3,9 @@ package contract
 import (
 	"encoding/json"
 	"net/http"
+	"os"
 	"testing"
+	"time"
 
 	"threatview/e2e/internal/e2etest"
 	"threatview/platform/testenv"
@@ -67,20 +69,62 @@ func TestConformance_Identity(t *testing.T) {
 	ac.want("read the audit trail as an auditor", st, 200, b)
 	st, b = c.call(true, "GET", "/v1/me", "not-a-token", nil, nil)
 	c.want("me with a bad token", st, 401, b)
-	st, b = c.call(true, "POST", "/v1/refresh", "", js(map[string]string{"refresh_token": s.Refresh}), nil)
-	c.want("refresh", st, 200, b)
-	var s2 struct {
-		Refresh string `json:"refresh_token"`
+	// A refresh token is used up by a refresh. Presented again within the
+	// reuse grace (two page loads renewing at once) it gets a sibling in the
+	// same family; presented after the grace it is taken for stolen: 401,
+	// and its whole family, siblings included, is revoked.
+	refresh := func(what, token string, want int) string {
+		t.Helper()
+		st, b := c.call(true, "POST", "/v1/refresh", "", js(map[string]string{"refresh_token": token}), nil)
+		c.want(what, st, want, b)
+		var r struct {
+			Refresh string `json:"refresh_token"`
+		}
+		if want == 200 {
+			if err := json.Unmarshal(b, &r); err != nil || r.Refresh == "" {
+				t.Fatalf("%s answered %s: %v", what, b, err)
+			}
+		}
+		return r.Refresh
 	}
-	_ = json.Unmarshal(b, &s2)
-	st, b = c.call(true, "POST", "/v1/refresh", "", js(map[string]string{"refresh_token": s.Refresh}), nil)
-	c.want("refresh with a used token", st, 401, b)
-	st, b = c.call(true, "POST", "/v1/logout", "", js(map[string]string{"refresh_token": s2.Refresh}), nil)
+	r2 := refresh("refresh", s.Refresh, 200)
+	usedBy := time.Now()
+	r3 := refresh("refresh with a used token within the reuse grace", s.Refresh, 200)
+	if r3 == r2 || r3 == s.Refresh {
+		t.Fatalf("a reuse within the grace answered a token already given out")
+	}
+	time.Sleep(time.Until(usedBy.Add(reuseGrace(t) + time.Second)))
+	refresh("refresh with a used token after the reuse grace", s.Refresh, 401)
+	refresh("refresh with the first renewal of a family revoked for reuse", r2, 401)
+	refresh("refresh with the sibling given within the grace, family revoked", r3, 401)
+
+	st, b = c.call(true, "POST", "/v1/login", "", js(map[string]string{"username": name, "password": pw + "x"}), nil)
+	c.want("sign in again", st, 200, b)
+	if err := json.Unmarshal(b, &s); err != nil || s.Refresh == "" {
+		t.Fatalf("sign in answered %s: %v", b, err)
+	}
+	st, b = c.call(true, "POST", "/v1/logout", "", js(map[string]string{"refresh_token": s.Refresh}), nil)
 	c.want("sign out", st, 204, b)
+	refresh("refresh after signing out", s.Refresh, 401)
 	// Changing one's password signs one out everywhere: last.
 	st, b = c.call(true, "POST", "/v1/me/password", s.Access, js(map[string]string{"current_password": pw + "x", "new_password": pw + "y"}), nil)
 	c.want("change one's password", st, 204, b)
 	st, b = c.call(true, "DELETE", "/v1/users/"+name, env.AdminKey, nil, nil)
 	c.want("delete the user", st, 204, b)
 	t.Log(c.spec.report())
+}
+
+// reuseGrace is the identity service's IDENTITY_REFRESH_REUSE_GRACE: its
+// default (10 s, which the local stack keeps) unless the environment names
+// another.
+func reuseGrace(t *testing.T) time.Duration {
+	v := os.Getenv("IDENTITY_REFRESH_REUSE_GRACE")
+	if v == "" {
+		return 10 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("IDENTITY_REFRESH_REUSE_GRACE=%q: %v", v, err)
+	}
+	return d
 }
