@@ -3,10 +3,13 @@ package contract
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,6 +246,24 @@ func TestConformance_Tokens(t *testing.T) {
 	st, b = c.call(false, "POST", "/v1/introspect", env.InternalKey, js(map[string]string{"token": "x", "extra": "y"}), nil)
 	c.want("introspect with an unknown field", st, 422, b)
 
+	// The collectors' warm-up list names the new token by the SHA-256 of
+	// its plain form, never the plain token.
+	st, b = c.call(true, "GET", "/v1/introspect/active", env.InternalKey, nil, nil)
+	c.want("list active", st, 200, b)
+	sum := sha256.Sum256([]byte(created.Token))
+	if !strings.Contains(string(b), hex.EncodeToString(sum[:])) || strings.Contains(string(b), created.Token) {
+		t.Errorf("list active: want the new token by hash only, got %.300s", b)
+	}
+	st, b = c.call(true, "GET", "/v1/introspect/active?limit=1", env.InternalKey, nil, nil)
+	c.want("list active with limit=1", st, 200, b)
+	if n := strings.Count(string(b), `"token_sha256"`); n != 1 {
+		t.Errorf("list active with limit=1 listed %d tokens: %.300s", n, b)
+	}
+	st, b = c.call(false, "GET", "/v1/introspect/active?limit=0", env.InternalKey, nil, nil)
+	c.want("list active with limit=0", st, 400, b)
+	st, b = c.call(true, "GET", "/v1/introspect/active", env.AdminKey, nil, nil)
+	c.want("list active with the admin key", st, 401, b)
+
 	st, b = c.call(true, "DELETE", "/v1/tokens/"+created.ID, env.AdminKey, nil, nil)
 	c.want("revoke", st, 204, b)
 	st, b = c.call(true, "DELETE", "/v1/tokens/"+e2etest.UUID(), env.AdminKey, nil, nil)
@@ -269,7 +290,8 @@ func TestConformance_AuditLogger(t *testing.T) {
 			"actor_app_id": actor, "action": "contract.test", "resource": "/v1/contract", "outcome": 202,
 			"client_ip": "127.0.0.1", "event_count": 1}
 	}
-	st, b := c.call(true, "POST", "/v1/audit", env.InternalKey, js(rec()), nil)
+	first := rec()
+	st, b := c.call(true, "POST", "/v1/audit", env.InternalKey, js(first), nil)
 	c.want("one record", st, 202, b)
 	st, b = c.call(true, "POST", "/v1/audit", env.InternalKey, js(map[string]any{"v": 1, "records": []any{rec(), rec()}}), nil)
 	c.want("a batch", st, 202, b)
@@ -306,8 +328,96 @@ func TestConformance_AuditLogger(t *testing.T) {
 	c.want("an unknown parameter", st, 400, b)
 	st, b = c.call(false, "GET", "/v1/audit", "", nil, nil)
 	c.want("no key", st, 401, b)
+	auditTrail(t, c, env.AdminKey, first["id"].(string))
 	t.Log(c.spec.report())
 	if u := c.spec.unexercised(); len(u) > 0 {
 		t.Errorf("operations never answered with a 2xx: %v", u)
 	}
+}
+
+// auditTrail exercises the tamper-evidence endpoints of the running audit
+// logger (the local stack signs a checkpoint every 10 s): id is a stored
+// row's.
+func auditTrail(t *testing.T, c *caller, adminKey, id string) {
+	t.Helper()
+	st, b := c.call(true, "GET", "/v1/audit/keys", "", nil, nil)
+	c.want("keys", st, 200, b)
+	if !strings.Contains(string(b), `"alg":"Ed25519"`) {
+		t.Errorf("keys: no Ed25519 key in %.300s", b)
+	}
+
+	// The row is stored; a checkpoint covers it within a few seconds.
+	var proof struct {
+		Record     struct{ ID string }
+		Seq        int64
+		Checkpoint struct{ N, Size int64 }
+		Proof      [][]byte
+	}
+	err := e2etest.WaitFor(45*time.Second, func() (bool, error) {
+		st, b := c.call(true, "GET", "/v1/audit/"+id+"/proof", adminKey, nil, nil)
+		if st != 200 {
+			return false, fmt.Errorf("status %d %.200s", st, b)
+		}
+		return true, json.Unmarshal(b, &proof)
+	})
+	if err != nil {
+		t.Fatalf("proof of row %s: %v", id, err)
+	}
+	if proof.Record.ID != id || proof.Seq >= proof.Checkpoint.Size || proof.Checkpoint.N < 1 {
+		t.Errorf("proof of row %s: record %s at %d against checkpoint %d of size %d", id,
+			proof.Record.ID, proof.Seq, proof.Checkpoint.N, proof.Checkpoint.Size)
+	}
+	latest := strconv.FormatInt(proof.Checkpoint.N, 10)
+
+	st, b = c.call(true, "GET", "/v1/audit/checkpoints?limit=1", adminKey, nil, nil)
+	c.want("checkpoints", st, 200, b)
+	var page struct {
+		Checkpoints []struct{ N, Size int64 }
+		Latest      struct{ N int64 }
+	}
+	if err := json.Unmarshal(b, &page); err != nil || len(page.Checkpoints) != 1 || page.Latest.N < proof.Checkpoint.N {
+		t.Errorf("checkpoints?limit=1: want one and the latest at or after %s, got %.300s (%v)", latest, b, err)
+	}
+	oldest := int64(1)
+	if len(page.Checkpoints) == 1 {
+		oldest = page.Checkpoints[0].N
+	}
+	st, b = c.call(true, "GET", fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%d&to=%s", oldest, latest), adminKey, nil, nil)
+	c.want("consistency", st, 200, b)
+	st, b = c.call(true, "GET", fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%d", oldest), adminKey, nil, nil)
+	c.want("consistency with the latest", st, 200, b)
+	if len(page.Checkpoints) == 1 && page.Checkpoints[0].Size <= proof.Seq {
+		st, b = c.call(true, "GET", fmt.Sprintf("/v1/audit/%s/proof?checkpoint=%d", id, oldest), adminKey, nil, nil)
+		c.want("a proof against a checkpoint older than the row", st, 409, b)
+		st, b = c.call(true, "GET", fmt.Sprintf("/v1/audit/checkpoints/consistency?from=%s&to=%d", latest, oldest), adminKey, nil, nil)
+		c.want("consistency to a smaller tree", st, 400, b)
+	}
+
+	st, b = c.call(true, "GET", "/v1/audit/verify?from="+time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), adminKey, nil, nil)
+	for st == 503 && strings.Contains(string(b), `"busy"`) { // another verification runs on this replica
+		time.Sleep(time.Second)
+		st, b = c.call(true, "GET", "/v1/audit/verify?from="+time.Now().Add(-time.Minute).UTC().Format(time.RFC3339), adminKey, nil, nil)
+	}
+	c.want("verify", st, 200, b)
+	if !strings.Contains(string(b), `"ok":true`) {
+		t.Errorf("verify: the trail does not verify: %.500s", b)
+	}
+
+	for _, tc := range []struct {
+		what, path string
+		valid      bool
+		status     int
+	}{
+		{"checkpoints with limit=0", "/v1/audit/checkpoints?limit=0", false, 400},
+		{"consistency without from", "/v1/audit/checkpoints/consistency", false, 400},
+		{"consistency from an unknown checkpoint", "/v1/audit/checkpoints/consistency?from=999999999", true, 404},
+		{"a proof of a malformed id", "/v1/audit/not-a-uuid/proof", false, 400},
+		{"a proof of an unknown row", "/v1/audit/" + e2etest.UUID() + "/proof", true, 404},
+		{"verify with a bad from", "/v1/audit/verify?from=yesterday", false, 400},
+	} {
+		st, b := c.call(tc.valid, "GET", tc.path, adminKey, nil, nil)
+		c.want(tc.what, st, tc.status, b)
+	}
+	st, b = c.call(false, "GET", "/v1/audit/checkpoints", "", nil, nil)
+	c.want("checkpoints without a key", st, 401, b)
 }

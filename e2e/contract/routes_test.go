@@ -32,7 +32,9 @@ func TestRoutes_Documented(t *testing.T) {
 	routers := map[string]http.Handler{
 		"collector": collectorapi.New(collectorapi.Deps{Log: log}),
 		"tokens":    tokensapi.New(nil, tokensapi.Keys{Admin: "a", Internal: "i"}, httpserver.NewRegistry(), nil, log),
-		"auditlogger": auditapi.New(nil, nil, auditapi.Options{InternalKey: "i", AdminKey: "a"}, log).
+		// With a trail configured (AUDIT_PUBLIC_KEYS), as the stack and the
+		// chart run it: the tamper-evidence routes are served.
+		"auditlogger": auditapi.New(nil, nil, auditapi.Options{InternalKey: "i", AdminKey: "a", Trail: &auditapi.Trail{}}, log).
 			Handler(httpserver.NewRegistry(), nil),
 		"identity": identityapi.New(identity.NewService(nil, nil, nil, nil, identity.Options{}, log), identityapi.Options{AdminKey: "a"},
 			httpserver.NewRegistry(), nil, log),
