@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -45,6 +46,10 @@ type Auth struct {
 	secure   bool
 	log      *slog.Logger
 	now      func() time.Time
+	// trusted are the proxies in front of the renderer (an ingress) whose
+	// X-Forwarded-For names the browser; empty: the connecting address is
+	// the browser's.
+	trusted []netip.Prefix
 }
 
 // NewAuth returns the check. authn accepts bearer credentials; verifier
@@ -67,6 +72,15 @@ func NewIdentityAuth(identityURL, forwarderKey, adminKey string, secure bool, lo
 	jwks := authz.NewJWKS(strings.TrimRight(identityURL, "/")+"/.well-known/jwks.json", 5*time.Minute, &http.Client{Timeout: identityTimeout})
 	v := authz.NewVerifier(jwks)
 	return NewAuth(authz.New(v, adminKey, log), v, identity.New(identityURL, forwarderKey, identityTimeout), secure, log)
+}
+
+// TrustProxies makes the sign-in take the browser's address from the
+// X-Forwarded-For of a connecting peer in trusted (RENDERER_TRUSTED_PROXIES,
+// an ingress), as httpserver.ClientAddr walks it; from any other peer the
+// header is ignored. It returns a.
+func (a *Auth) TrustProxies(trusted []netip.Prefix) *Auth {
+	a.trusted = trusted
+	return a
 }
 
 // roles that may read stats and dashboards (admin always passes).

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"threatview/platform/httpserver"
 	"threatview/platform/redirect"
 	"threatview/visualrenderer/identity"
 
@@ -320,7 +320,7 @@ func (h *Handler) signin(w http.ResponseWriter, r *http.Request) {
 	p.Username = user
 	ctx, cancel := context.WithTimeout(r.Context(), identityTimeout)
 	defer cancel()
-	s, err := h.auth.idp.Login(ctx, user, pw, clientAddr(r))
+	s, err := h.auth.idp.Login(ctx, user, pw, httpserver.ClientAddr(r, h.auth.trusted))
 	var te *identity.ThrottledError
 	switch {
 	case errors.As(err, &te):
@@ -381,13 +381,4 @@ func waitText(d time.Duration) string {
 		return fmt.Sprintf("%d seconds", int(math.Ceil(d.Seconds())))
 	}
 	return fmt.Sprintf("%d minutes", int(math.Ceil(d.Minutes())))
-}
-
-// clientAddr is the browser's address as this server sees it.
-func clientAddr(r *http.Request) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return ap.Addr().Unmap()
 }

@@ -26,6 +26,10 @@ type Config struct {
 	// renderer names each browser's address to identity, which then
 	// throttles failed sign-ins per browser rather than per renderer.
 	IdentityForwarderKey string `env:"RENDERER_IDENTITY_FORWARDER_KEY" secret:"true"`
+	// TrustedProxies are CIDRs in front of the renderer (the ingress) whose
+	// X-Forwarded-For names the browser; that address is what the sign-in
+	// passes on to identity. Empty: the connecting address.
+	TrustedProxies []string `env:"RENDERER_TRUSTED_PROXIES" envSeparator:","`
 	// SecureCookies sets the Secure attribute on cookies; turn it off only
 	// to use the dashboards over plain HTTP on a host other than localhost.
 	SecureCookies bool   `env:"RENDERER_SECURE_COOKIES" envDefault:"true"`
@@ -42,6 +46,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AdminKey == "" && c.IdentityURL == "" {
 		return fmt.Errorf("neither IDENTITY_SERVICE_URL (people) nor ADMIN_KEY (automation) is set: nobody could use the renderer")
+	}
+	if _, err := httpserver.ParsePrefixes(c.TrustedProxies); err != nil {
+		return fmt.Errorf("RENDERER_TRUSTED_PROXIES: %w", err)
 	}
 	if c.DBMaxConns < 1 {
 		return fmt.Errorf("RENDERER_DB_MAX_CONNS %d: want at least 1", c.DBMaxConns)
