@@ -850,6 +850,7 @@ func TestChart_SchemaRejects(t *testing.T) {
 		{"unknown autoscaling override", map[string]any{"tokens": map[string]any{"autoscaling": map[string]any{"minReplica": 1}}}},
 		{"replicas on a pinned service", map[string]any{"dataProcessor": map[string]any{"replicas": 2}}},
 		{"admin trusted proxy not a CIDR", map[string]any{"adminInterface": map[string]any{"trustedProxies": []any{"ingress.example.com"}}}},
+		{"renderer trusted proxy not a CIDR", map[string]any{"visualRenderer": map[string]any{"trustedProxies": []any{"ingress.example.com"}}}},
 	}
 	c := loadChart(t)
 	for _, tt := range tests {

@@ -203,6 +203,20 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
+	t.Run("RendererTrustedProxies", func(t *testing.T) {
+		if v, ok := envOf(t, render(t, readValues(t)), "Deployment", "visual-renderer")["RENDERER_TRUSTED_PROXIES"]; ok {
+			t.Errorf("visual renderer RENDERER_TRUSTED_PROXIES = %q by default, want unset (no proxy believed)", v)
+		}
+		r := render(t, map[string]any{"visualRenderer": map[string]any{"trustedProxies": []any{"10.0.0.0/16", "fd00:ec2::/64"}}})
+		got := envOf(t, r, "Deployment", "visual-renderer")["RENDERER_TRUSTED_PROXIES"]
+		// The renderer splits the variable at commas and reads it with
+		// httpserver.ParsePrefixes (its Config.Validate does the same).
+		prefixes, err := httpserver.ParsePrefixes(strings.Split(got, ","))
+		if err != nil || len(prefixes) != 2 || prefixes[0].String() != "10.0.0.0/16" || prefixes[1].String() != "fd00:ec2::/64" {
+			t.Errorf("visual renderer RENDERER_TRUSTED_PROXIES = %q (%v, %v), want both CIDRs of visualRenderer.trustedProxies", got, prefixes, err)
+		}
+	})
+
 	t.Run("AlertsOff", func(t *testing.T) {
 		on := envOf(t, render(t, readValues(t)), "Deployment", "data-processor")
 		if v, ok := on["PROCESSOR_ALERTS_OUTBOX"]; ok {

@@ -140,6 +140,9 @@ IDENTITY_OIDC_ROLE_MAP: {{ . | quote }}
 {{- with tpl $v.identityServiceUrl . }}
 IDENTITY_SERVICE_URL: {{ . | quote }}
 {{- end }}
+{{- with $v.trustedProxies }}
+RENDERER_TRUSTED_PROXIES: {{ join "," . | quote }}
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
