@@ -189,33 +189,26 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
-	t.Run("AdminUITrustedProxies", func(t *testing.T) {
-		if v, ok := envOf(t, render(t, readValues(t)), "Deployment", "admin-interface")["ADMINUI_TRUSTED_PROXIES"]; ok {
-			t.Errorf("admin interface ADMINUI_TRUSTED_PROXIES = %q by default, want unset (no proxy believed)", v)
-		}
-		r := render(t, map[string]any{"adminInterface": map[string]any{"trustedProxies": []any{"10.0.0.0/16", "fd00:ec2::/64"}}})
-		got := envOf(t, r, "Deployment", "admin-interface")["ADMINUI_TRUSTED_PROXIES"]
-		// The admin interface splits the variable at commas and reads it with
-		// httpserver.ParsePrefixes (its Config.Validate does the same).
-		prefixes, err := httpserver.ParsePrefixes(strings.Split(got, ","))
-		if err != nil || len(prefixes) != 2 || prefixes[0].String() != "10.0.0.0/16" || prefixes[1].String() != "fd00:ec2::/64" {
-			t.Errorf("admin interface ADMINUI_TRUSTED_PROXIES = %q (%v, %v), want both CIDRs of adminInterface.trustedProxies", got, prefixes, err)
-		}
-	})
-
-	t.Run("RendererTrustedProxies", func(t *testing.T) {
-		if v, ok := envOf(t, render(t, readValues(t)), "Deployment", "visual-renderer")["RENDERER_TRUSTED_PROXIES"]; ok {
-			t.Errorf("visual renderer RENDERER_TRUSTED_PROXIES = %q by default, want unset (no proxy believed)", v)
-		}
-		r := render(t, map[string]any{"visualRenderer": map[string]any{"trustedProxies": []any{"10.0.0.0/16", "fd00:ec2::/64"}}})
-		got := envOf(t, r, "Deployment", "visual-renderer")["RENDERER_TRUSTED_PROXIES"]
-		// The renderer splits the variable at commas and reads it with
-		// httpserver.ParsePrefixes (its Config.Validate does the same).
-		prefixes, err := httpserver.ParsePrefixes(strings.Split(got, ","))
-		if err != nil || len(prefixes) != 2 || prefixes[0].String() != "10.0.0.0/16" || prefixes[1].String() != "fd00:ec2::/64" {
-			t.Errorf("visual renderer RENDERER_TRUSTED_PROXIES = %q (%v, %v), want both CIDRs of visualRenderer.trustedProxies", got, prefixes, err)
-		}
-	})
+	// The admin interface and the visual renderer sign people in on behalf
+	// of their browsers: each believes X-Forwarded-For only from the ingress
+	// CIDRs of its trustedProxies, and splits the variable at commas and reads
+	// it with httpserver.ParsePrefixes (its Config.Validate does the same).
+	for _, c := range []struct{ name, block, deployment, env string }{
+		{"AdminUITrustedProxies", "adminInterface", "admin-interface", "ADMINUI_TRUSTED_PROXIES"},
+		{"RendererTrustedProxies", "visualRenderer", "visual-renderer", "RENDERER_TRUSTED_PROXIES"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if v, ok := envOf(t, render(t, readValues(t)), "Deployment", c.deployment)[c.env]; ok {
+				t.Errorf("%s %s = %q by default, want unset (no proxy believed)", c.deployment, c.env, v)
+			}
+			r := render(t, map[string]any{c.block: map[string]any{"trustedProxies": []any{"10.0.0.0/16", "fd00:ec2::/64"}}})
+			got := envOf(t, r, "Deployment", c.deployment)[c.env]
+			prefixes, err := httpserver.ParsePrefixes(strings.Split(got, ","))
+			if err != nil || len(prefixes) != 2 || prefixes[0].String() != "10.0.0.0/16" || prefixes[1].String() != "fd00:ec2::/64" {
+				t.Errorf("%s %s = %q (%v, %v), want both CIDRs of %s.trustedProxies", c.deployment, c.env, got, prefixes, err, c.block)
+			}
+		})
+	}
 
 	t.Run("AlertsOff", func(t *testing.T) {
 		on := envOf(t, render(t, readValues(t)), "Deployment", "data-processor")
