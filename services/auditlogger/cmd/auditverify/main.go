@@ -12,9 +12,17 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"threatview/platform/cli"
 )
 
+// main does not use cli.Main: its exit status tells a bad trail (1) from a
+// check that could not run (2).
 func main() {
+	if cli.IsVersionRequest(os.Args[1:]) {
+		fmt.Printf("auditverify %s\n", cli.Version)
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Getenv, os.Stdout)
