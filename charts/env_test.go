@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
@@ -209,6 +210,20 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 			}
 		})
 	}
+
+	// RendererForwarderKey: the renderer names browsers' addresses to
+	// identity only with identity's forwarder key; with the chart's
+	// defaults (no IDENTITY_FORWARDER_KEY) both derive it from INTERNAL_KEY.
+	t.Run("RendererForwarderKey", func(t *testing.T) {
+		r := render(t, readValues(t))
+		id, vr := envOf(t, r, "Deployment", "identity"), envOf(t, r, "Deployment", "visual-renderer")
+		want := cmp.Or(id["IDENTITY_FORWARDER_KEY"], httpserver.ForwarderKey(id["INTERNAL_KEY"]))
+		// As the renderer's identity.ForwarderKey derives it.
+		got := cmp.Or(vr["RENDERER_IDENTITY_FORWARDER_KEY"], httpserver.ForwarderKey(vr["INTERNAL_KEY"]))
+		if want == "" || got != want {
+			t.Errorf("visual renderer's forwarder key (set: %t) differs from identity's (set: %t): want the same, non-empty (else identity throttles per renderer replica)", got != "", want != "")
+		}
+	})
 
 	t.Run("AlertsOff", func(t *testing.T) {
 		on := envOf(t, render(t, readValues(t)), "Deployment", "data-processor")

@@ -407,6 +407,8 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 
 {{- define "threatview.secretEnv.visualRenderer" -}}
 {{ include "threatview.env.adminKey" . }}
+{{/* INTERNAL_KEY: the renderer derives identity's forwarder key from it, as identity does. */}}
+{{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.rendererDatabase" . }}
 {{- end }}
 

@@ -6,6 +6,7 @@ package identity
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"threatview/platform/httpserver"
 )
 
 // Errors of the client.
@@ -56,6 +59,15 @@ type Client struct {
 	// browser's address, so identity throttles and audits sign-ins per
 	// browser rather than per renderer (blank: not forwarded).
 	ForwarderKey string
+}
+
+// ForwarderKey is the key the renderer presents as X-Forwarder-Key:
+// forwarderKey (RENDERER_IDENTITY_FORWARDER_KEY) when set, else the one
+// derived from the deployment's internal key (httpserver.ForwarderKey), as
+// identity and the admin interface derive it when IDENTITY_FORWARDER_KEY is
+// blank. Both blank: "" (no address is forwarded).
+func ForwarderKey(forwarderKey, internalKey string) string {
+	return cmp.Or(forwarderKey, httpserver.ForwarderKey(internalKey))
 }
 
 // New returns a client with a timeout per call.

@@ -25,7 +25,12 @@ type Config struct {
 	// IdentityForwarderKey is identity's IDENTITY_FORWARDER_KEY: with it the
 	// renderer names each browser's address to identity, which then
 	// throttles failed sign-ins per browser rather than per renderer.
+	// Blank: derived from INTERNAL_KEY (httpserver.ForwarderKey), as
+	// identity derives it.
 	IdentityForwarderKey string `env:"RENDERER_IDENTITY_FORWARDER_KEY" secret:"true"`
+	// InternalKey is the deployment's shared internal key; the renderer only
+	// derives the forwarder key from it and never sends it.
+	InternalKey string `env:"INTERNAL_KEY" secret:"true"`
 	// TrustedProxies are CIDRs in front of the renderer (the ingress) whose
 	// X-Forwarded-For names the browser; that address is what the sign-in
 	// passes on to identity. Empty: the connecting address.

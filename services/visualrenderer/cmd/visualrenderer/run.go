@@ -10,6 +10,7 @@ import (
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/visualrenderer/httpapi"
+	"threatview/visualrenderer/identity"
 	"threatview/visualrenderer/postgres"
 )
 
@@ -35,7 +36,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	var auth *httpapi.Auth
 	if cfg.IdentityURL != "" {
 		trusted, _ := httpserver.ParsePrefixes(cfg.TrustedProxies) // checked by Validate
-		auth = httpapi.NewIdentityAuth(cfg.IdentityURL, cfg.IdentityForwarderKey, cfg.AdminKey, cfg.SecureCookies, log).TrustProxies(trusted)
+		auth = httpapi.NewIdentityAuth(cfg.IdentityURL, identity.ForwarderKey(cfg.IdentityForwarderKey, cfg.InternalKey), cfg.AdminKey, cfg.SecureCookies, log).TrustProxies(trusted)
 	} else {
 		log.Warn("people cannot sign in: IDENTITY_SERVICE_URL is blank; only the admin key is accepted")
 		auth = httpapi.NewAuth(authz.New(nil, cfg.AdminKey, log), nil, nil, cfg.SecureCookies, log)
