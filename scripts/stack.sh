@@ -746,7 +746,7 @@ Threat View local stack is up (state in .run/, logs in .run/log/):
   mariadb    127.0.0.1:$MARIADB_PORT   dbs audit, tokens, identity (user/pass threatview)
   activemq   STOMP 127.0.0.1:$STOMP_PORT (OpenWire 127.0.0.1:$OPENWIRE_PORT)
   collector :8080  auditlogger :8081  processor :8082  tokens :8083  auditworker :8084
-  identity :8085  visualrenderer :8086  admininterface :8087
+  identity :8085  visualrenderer :8086  admininterface :8087  privacy :8088  alerts :8089
 
 Admin interface: http://127.0.0.1:8087 (sign in as the first admin person below)
 Dashboards:      http://127.0.0.1:8086 (or through the admin interface)
