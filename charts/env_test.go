@@ -236,6 +236,59 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
+	// PrivacyArchive: an erasure rewrites the archived months holding the
+	// subject, so the privacy service must see the archiver's store (kind,
+	// bucket, endpoint, prefix, region, path style), with the same
+	// credentials source (the ServiceAccount an IAM role is bound to), and a
+	// directory archive mounted where the archiver writes it.
+	t.Run("PrivacyArchive", func(t *testing.T) {
+		for _, c := range []struct {
+			name   string
+			values map[string]any
+			kind   string
+		}{
+			{"S3", map[string]any{"archiver": map[string]any{"enabled": true, "chunkRows": 5000}, "archive": map[string]any{"target": "s3",
+				"s3": map[string]any{"endpoint": "https://s3.example.test", "region": "eu-central-1", "bucket": "tv-archive",
+					"prefix": "partitions", "forcePathStyle": true}}}, "s3"},
+			{"Dir", map[string]any{"archiver": map[string]any{"enabled": true}, "archive": map[string]any{"target": "dir:///var/archive",
+				"dir": "/var/archive", "volume": map[string]any{"persistentVolumeClaim": map[string]any{"claimName": "archive"}}}}, "dir"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := render(t, c.values)
+				var arch, priv retention.TargetConfig
+				parse(t, r, "CronJob", "archiver", &arch)
+				parse(t, r, "Deployment", "privacy", &priv)
+				if err := priv.Resolve(); err != nil || priv.Kind() != c.kind {
+					t.Fatalf("privacy archive %+v (%v), want a %s target", priv, err, c.kind)
+				}
+				if err := arch.Resolve(); err != nil || priv != arch {
+					t.Errorf("privacy archive %+v, archiver's %+v: want the same store", priv, arch)
+				}
+				env := envOf(t, r, "Deployment", "privacy")
+				if want := envOf(t, r, "CronJob", "archiver")["ARCHIVE_CHUNK_ROWS"]; env["ARCHIVE_CHUNK_ROWS"] != want {
+					t.Errorf("privacy ARCHIVE_CHUNK_ROWS = %q, archiver's %q", env["ARCHIVE_CHUNK_ROWS"], want)
+				}
+				pods := podSpecs(r)
+				p, a := pods["Deployment/"+release+"-threatview-privacy"].Spec, pods["CronJob/"+release+"-threatview-archiver"].Spec
+				if p.ServiceAccountName == "" || p.ServiceAccountName != a.ServiceAccountName {
+					t.Errorf("privacy ServiceAccount %q, archiver's %q: want the same (object store credentials)", p.ServiceAccountName, a.ServiceAccountName)
+				}
+				mounted := slices.ContainsFunc(p.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.MountPath == "/var/archive" && !m.ReadOnly
+				})
+				if mounted != (c.kind == "dir") {
+					t.Errorf("privacy mounts /var/archive writable: %t, want %t", mounted, c.kind == "dir")
+				}
+			})
+		}
+		// The EKS values: the privacy service writes the archiver's bucket.
+		var priv retention.TargetConfig
+		parse(t, render(t, readValues(t, "threatview/values-eks.yaml")), "Deployment", "privacy", &priv)
+		if err := priv.Resolve(); err != nil || priv.S3Bucket != "threatview-archive" || priv.S3Prefix != "partitions" || priv.S3Region != "eu-west-1" {
+			t.Errorf("EKS privacy archive %+v (%v), want s3://threatview-archive/partitions in eu-west-1", priv, err)
+		}
+	})
+
 	t.Run("ArchiverWithoutTarget", func(t *testing.T) {
 		_, err := renderValues(loadChart(t), map[string]any{"archiver": map[string]any{"enabled": true}})
 		if err == nil || !strings.Contains(err.Error(), "archive.target") {

@@ -153,6 +153,9 @@ RENDERER_TRUSTED_PROXIES: {{ join "," . | quote }}
 AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 PRIVACY_BATCH_ROWS: {{ $v.batchRows | quote }}
 PRIVACY_SETTLE: {{ $v.settle | quote }}
+{{- /* An erasure rewrites the archived months holding the subject: the archiver's target. */}}
+ARCHIVE_CHUNK_ROWS: {{ .Values.archiver.chunkRows | int | toString | quote }}
+{{ include "threatview.config.archive" . }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
