@@ -289,6 +289,25 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
+	// AdminUIPrivacy: the admin interface's erasure pages reach the privacy
+	// service's Service on its port, and are left out with the service.
+	t.Run("AdminUIPrivacy", func(t *testing.T) {
+		r := render(t, readValues(t))
+		got := envOf(t, r, "Deployment", "admin-interface")["PRIVACY_SERVICE_URL"]
+		m, ok := r.find("Service", release+"-threatview-privacy")
+		if !ok {
+			t.Fatal("no privacy Service rendered")
+		}
+		svc := m.obj.(*corev1.Service)
+		if want := "http://" + svc.Name + ":" + strconv.Itoa(int(svc.Spec.Ports[0].Port)); got != want {
+			t.Errorf("admin-interface PRIVACY_SERVICE_URL = %q, want %q (the privacy Service)", got, want)
+		}
+		off := envOf(t, render(t, map[string]any{"privacy": map[string]any{"enabled": false}}), "Deployment", "admin-interface")
+		if v, ok := off["PRIVACY_SERVICE_URL"]; ok {
+			t.Errorf("admin-interface PRIVACY_SERVICE_URL = %q with privacy off, want unset", v)
+		}
+	})
+
 	t.Run("ArchiverWithoutTarget", func(t *testing.T) {
 		_, err := renderValues(loadChart(t), map[string]any{"archiver": map[string]any{"enabled": true}})
 		if err == nil || !strings.Contains(err.Error(), "archive.target") {

@@ -6,6 +6,7 @@ export TOKENS_SERVICE_URL="http://127.0.0.1:8083"
 export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
 export VISUALRENDERER_SERVICE_URL="http://127.0.0.1:8086"
 export ALERTS_SERVICE_URL="http://127.0.0.1:8089"
+export PRIVACY_SERVICE_URL="http://127.0.0.1:8088"
 export ADMINUI_COLLECTOR_PUBLIC_URL="http://127.0.0.1:8080"
 # Derived from the stack's internal key, so it survives restarts without
 # another secret file; a deployment gives every replica the same random key.

@@ -206,6 +206,9 @@ VISUALRENDERER_SERVICE_URL: {{ printf "http://%s-visual-renderer:%d" $svc (int .
 {{- if .Values.alerts.enabled }}
 ALERTS_SERVICE_URL: {{ printf "http://%s-alerts:%d" $svc (int .Values.alerts.port) | quote }}
 {{- end }}
+{{- if .Values.privacy.enabled }}
+PRIVACY_SERVICE_URL: {{ printf "http://%s-privacy:%d" $svc (int .Values.privacy.port) | quote }}
+{{- end }}
 ADMINUI_COLLECTOR_PUBLIC_URL: {{ tpl $v.collectorPublicUrl . | quote }}
 ADMINUI_STATUS_TARGETS: {{ include "threatview.adminStatusTargets" . | quote }}
 {{- with $v.trustedProxies }}

@@ -53,8 +53,8 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// StatusError maps a non-2xx answer to a sentinel error carrying the
-// service's message.
+// StatusError maps a non-2xx answer to a *ServiceError carrying the
+// service's message, which unwraps to a sentinel error.
 func StatusError(service string, status int, body []byte) error {
 	var eb errorBody
 	msg := strings.TrimSpace(string(body))
@@ -77,8 +77,24 @@ func StatusError(service string, status int, body []byte) error {
 	default:
 		base = admininterface.ErrUnavailable
 	}
-	return fmt.Errorf("%w: %s answered %d: %s", base, service, status, msg)
+	return &ServiceError{Base: base, Service: service, Status: status, Code: eb.Error.Code, Message: msg}
 }
+
+// ServiceError is a service's refusal or failure as it answered it: its
+// status, and its own error code and message, which a page may show to the
+// person as they are. It unwraps to the status's sentinel error.
+type ServiceError struct {
+	Base    error
+	Service string
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *ServiceError) Error() string {
+	return fmt.Sprintf("%v: %s answered %d: %s", e.Base, e.Service, e.Status, e.Message)
+}
+func (e *ServiceError) Unwrap() error { return e.Base }
 
 // do sends one request and returns the open response when it is 2xx; any
 // other answer is closed and turned into an error.

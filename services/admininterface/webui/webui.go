@@ -11,6 +11,7 @@
 //	/tokens, /tokens/apps/{app}       admin
 //	/status, /dlq, /retention         admin
 //	/alerts/... (alerts.go)           analyst reads, admin changes
+//	/privacy/... (privacy.go)         admin (the privacy service's rule)
 package webui
 
 import (
@@ -87,7 +88,9 @@ type Deps struct {
 	Audit    upstream.Audit
 	Renderer upstream.Renderer
 	// Alerts has a nil Client when no alerts service is configured.
-	Alerts  upstream.Alerts
+	Alerts upstream.Alerts
+	// Privacy has a nil Client when no privacy service is configured.
+	Privacy upstream.Privacy
 	Broker  *broker.Broker
 	Sampler *Sampler
 	// Retention reads the events and audit databases' partitions and
@@ -246,6 +249,10 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.Post("/alerts/forwarders", s.createForwarder)
 				r.Get("/alerts/forwarders/{id}/delete", s.confirmDeleteForwarder)
 				r.Post("/alerts/forwarders/{id}/delete", s.deleteForwarder)
+				r.Get("/privacy", s.privacyPage)
+				r.Post("/privacy/erasures", s.requestErasure)
+				r.Get("/privacy/erasures/{id}", s.erasureReport)
+				r.Post("/privacy/suppressions/lift", s.liftSuppression)
 			})
 			r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, http.StatusNotFound, "not_found", "There is no such page.")
@@ -477,6 +484,7 @@ var navAll = []struct {
 	{"/status", "System status", admininterface.RoleAdmin},
 	{"/dlq", "Dead letters", admininterface.RoleAdmin},
 	{"/retention", "Retention", admininterface.RoleAdmin},
+	{"/privacy", "Privacy", admininterface.RoleAdmin},
 }
 
 func (s *Server) nav(u admininterface.User, path string) []navItem {

@@ -30,6 +30,10 @@ type Config struct {
 	// AlertsURL is the alerts service's base URL; blank leaves the alerts
 	// pages out (they answer 404 with a note).
 	AlertsURL string `env:"ALERTS_SERVICE_URL"`
+	// PrivacyURL is the privacy service's base URL (erasure requests and
+	// suppressions); blank leaves the privacy pages out (they answer 404
+	// with a note).
+	PrivacyURL string `env:"PRIVACY_SERVICE_URL"`
 	// InternalKey authorizes POST /v1/audit for the UI's own audit records.
 	InternalKey string `env:"INTERNAL_KEY,required" secret:"true"`
 	// ExportKey is the admin key (ADMIN_KEY), with which an audit export
@@ -129,11 +133,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s %q is not an http(s) URL", v.name, v.val)
 		}
 	}
-	if c.RendererURL != "" && !isHTTPURL(c.RendererURL) {
-		return fmt.Errorf("VISUALRENDERER_SERVICE_URL %q is not an http(s) URL", c.RendererURL)
-	}
-	if c.AlertsURL != "" && !isHTTPURL(c.AlertsURL) {
-		return fmt.Errorf("ALERTS_SERVICE_URL %q is not an http(s) URL", c.AlertsURL)
+	for _, v := range []struct{ name, val string }{
+		{"VISUALRENDERER_SERVICE_URL", c.RendererURL}, {"ALERTS_SERVICE_URL", c.AlertsURL}, {"PRIVACY_SERVICE_URL", c.PrivacyURL},
+	} {
+		if v.val != "" && !isHTTPURL(v.val) {
+			return fmt.Errorf("%s %q is not an http(s) URL", v.name, v.val)
+		}
 	}
 	if len(c.SessionKey) != 64 || strings.Trim(strings.ToLower(c.SessionKey), "0123456789abcdef") != "" {
 		return errors.New("ADMINUI_SESSION_KEY must be 64 hex digits (32 random bytes: openssl rand -hex 32)")

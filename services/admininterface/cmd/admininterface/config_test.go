@@ -29,6 +29,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"NotHexSessionKey", "ADMINUI_SESSION_KEY", strings.Repeat("zz", 32), "ADMINUI_SESSION_KEY"},
 		{"BadTarget", "ADMINUI_STATUS_TARGETS", "collector", "ADMINUI_STATUS_TARGETS"},
 		{"BadURL", "TOKENS_SERVICE_URL", "tokens:8083", "TOKENS_SERVICE_URL"},
+		{"BadPrivacyURL", "PRIVACY_SERVICE_URL", "privacy:8088", "PRIVACY_SERVICE_URL"},
 		{"Missing", "IDENTITY_SERVICE_URL", "", "IDENTITY_SERVICE_URL"},
 		{"SampleTooOften", "ADMINUI_SAMPLE_INTERVAL", "10ms", "ADMINUI_SAMPLE_INTERVAL"},
 		{"NotABool", "ADMINUI_SECURE_COOKIES", "maybe", "ADMINUI_SECURE_COOKIES"},

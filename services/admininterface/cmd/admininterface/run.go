@@ -97,6 +97,9 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	if cfg.AlertsURL != "" {
 		deps.Alerts = upstream.Alerts{Client: client(cfg.AlertsURL)}
 	}
+	if cfg.PrivacyURL != "" {
+		deps.Privacy = upstream.Privacy{Client: client(cfg.PrivacyURL)}
+	}
 	if cfg.EventsDatabaseURL != "" {
 		pg, err := postgres.Open(ctx, cfg.EventsDatabaseURL)
 		if err != nil {
