@@ -57,12 +57,17 @@ const (
 	KindBaseline = "baseline"
 )
 
-// Rule is an alert rule. AppID and Threat blank mean all apps, any threat.
+// Rule is an alert rule. AppID and Threat blank mean all apps, any threat;
+// Country and OS blank mean any country, any OS.
 type Rule struct {
-	ID            string     `json:"id"`
-	Name          string     `json:"name"`
-	AppID         string     `json:"app_id"`
-	Threat        string     `json:"threat"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	AppID  string `json:"app_id"`
+	Threat string `json:"threat"`
+	// Country is an ISO 3166-1 alpha-2 code (ZZ: the collector could not
+	// place the client), OS one of OSFamilies.
+	Country       string     `json:"country"`
+	OS            string     `json:"os"`
 	Kind          string     `json:"kind"`
 	WindowSeconds int        `json:"window_seconds"`
 	Threshold     int64      `json:"threshold"`
@@ -112,6 +117,8 @@ type Notification struct {
 	WindowSeconds int       `json:"window_seconds"`
 	AppID         string    `json:"app_id"`
 	Threat        string    `json:"threat"`
+	Country       string    `json:"country,omitempty"`
+	OS            string    `json:"os,omitempty"`
 	At            time.Time `json:"at"`
 }
 
@@ -218,13 +225,21 @@ func invalid(format string, a ...any) error {
 // Validate checks a rule as posted and fills defaults.
 func (r *Rule) Validate() error {
 	r.Name = strings.TrimSpace(r.Name)
+	r.Country = strings.ToUpper(strings.TrimSpace(r.Country))
+	r.OS = strings.ToLower(strings.TrimSpace(r.OS))
 	switch {
-	case r.Name == "" || len(r.Name) > maxName:
-		return invalid("name must be 1 to %d characters", maxName)
+	case r.Name == "" || len(r.Name) > maxName || hasControl(r.Name):
+		// No control characters: the name goes into an email's Subject,
+		// where a CR LF would start a header of the poster's choosing.
+		return invalid("name must be 1 to %d printable characters", maxName)
 	case len(r.AppID) > maxKey || hasControl(r.AppID):
 		return invalid("app_id must be at most %d printable characters", maxKey)
 	case len(r.Threat) > maxKey || hasControl(r.Threat):
 		return invalid("threat must be at most %d printable characters", maxKey)
+	case !validCountry(r.Country):
+		return invalid("country must be an ISO 3166-1 alpha-2 code (ZZ: unknown) or blank for any")
+	case !validOS(r.OS):
+		return invalid("os must be one of %s, or blank for any", strings.Join(OSFamilies, ", "))
 	case r.WindowSeconds < 60 || r.WindowSeconds > 86400:
 		return invalid("window_seconds must be 60 to 86400")
 	case r.Threshold < 1 || r.Threshold > maxValue:

@@ -31,7 +31,7 @@ type Store interface {
 
 // Sender delivers one notification (notify.Sender).
 type Sender interface {
-	Send(ctx context.Context, ch alerts.Channel, id int64, body []byte) error
+	Send(ctx context.Context, ch alerts.Channel, deliveryID string, body []byte) error
 }
 
 // Config tunes the loop.
@@ -168,7 +168,8 @@ func (l *Loop) evaluate(ctx context.Context, v postgres.Value, now time.Time) {
 	t := &alerts.Transition{RuleID: r.ID, State: to, Value: v.Value, Threshold: th, At: now,
 		Silenced: r.SilencedUntil != nil && r.SilencedUntil.After(now)}
 	body, _ := json.Marshal(alerts.Notification{RuleID: r.ID, Name: r.Name, State: to, Value: v.Value,
-		Threshold: th, WindowSeconds: r.WindowSeconds, AppID: r.AppID, Threat: r.Threat, At: now})
+		Threshold: th, WindowSeconds: r.WindowSeconds, AppID: r.AppID, Threat: r.Threat, Country: r.Country, OS: r.OS,
+		At: now})
 	ok, err := l.st.Transition(ctx, r, r.State, t, body)
 	if err != nil {
 		l.log.Warn("record transition failed", "rule", r.ID, "err", err)
@@ -198,7 +199,7 @@ func (l *Loop) send(ctx context.Context) {
 
 func (l *Loop) sendOne(ctx context.Context, p postgres.Pending) {
 	sctx, cancel := context.WithTimeout(ctx, l.cfg.SendTimeout)
-	err := l.snd.Send(sctx, p.Rule.Channel, p.TransitionID, p.Body)
+	err := l.snd.Send(sctx, p.Rule.Channel, p.DeliveryID, p.Body)
 	cancel()
 	if ctx.Err() != nil {
 		return

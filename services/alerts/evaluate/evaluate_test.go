@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -15,7 +16,9 @@ import (
 
 	"threatview/alerts"
 	"threatview/alerts/internal/pgtest"
+	"threatview/alerts/internal/smtptest"
 	"threatview/alerts/notify"
+	"threatview/alerts/postgres"
 	"threatview/platform/pipeline"
 )
 
@@ -31,6 +34,17 @@ func TestNext(t *testing.T) {
 		if got := Next(c.state, c.value, c.th); got != c.want {
 			t.Errorf("Next(%q, %d, %d) = %q, want %q", c.state, c.value, c.th, got, c.want)
 		}
+	}
+}
+
+// mustCreate validates and stores r.
+func mustCreate(t *testing.T, st *postgres.Store, r *alerts.Rule) {
+	t.Helper()
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateRule(t.Context(), r, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -79,12 +93,7 @@ func TestLoop_FireResolveOnce(t *testing.T) {
 	rule := alerts.Rule{ID: uuid.NewString(), Name: "hooking spike", AppID: "app-a", Threat: "hooking",
 		WindowSeconds: 300, Threshold: 50, CreatedBy: "test",
 		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "s3cret"}}
-	if err := rule.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateRule(ctx, &rule, nil); err != nil {
-		t.Fatal(err)
-	}
+	mustCreate(t, st, &rule)
 	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	pgtest.Insert(t, pool, 1, 0, 30, "app-a", base, "hooking", "root")
 	pgtest.Insert(t, pool, 1, 30, 30, "app-a", base.Add(30*time.Second), "hooking")
@@ -154,12 +163,7 @@ func TestLoop_RetryDeadSilence(t *testing.T) {
 	mk := func(name string, silenced *time.Time) alerts.Rule {
 		r := alerts.Rule{ID: uuid.NewString(), Name: name, WindowSeconds: 60, Threshold: 5, CreatedBy: "test",
 			SilencedUntil: silenced, Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "k"}}
-		if err := r.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.CreateRule(ctx, &r, nil); err != nil {
-			t.Fatal(err)
-		}
+		mustCreate(t, st, &r)
 		return r
 	}
 	until := time.Now().Add(time.Hour)
@@ -197,12 +201,7 @@ func TestLoop_Baseline(t *testing.T) {
 	rule := alerts.Rule{ID: uuid.NewString(), Name: "root rise", AppID: "app-b", Threat: "root", Kind: alerts.KindBaseline,
 		Factor: 3, WindowSeconds: 300, Threshold: 10, CreatedBy: "test",
 		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "b"}}
-	if err := rule.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateRule(ctx, &rule, nil); err != nil {
-		t.Fatal(err)
-	}
+	mustCreate(t, st, &rule)
 	now := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Second)
 	// 20 a day at this time on each of the 7 days before: baseline 20,
 	// so the rule needs 60 (3 x 20), not just its minimum of 10.
@@ -221,5 +220,151 @@ func TestLoop_Baseline(t *testing.T) {
 	l.Round(ctx)
 	if got := rc.deliveries(); len(got) != 1 || got[0].State != "firing" || got[0].Value != 60 || got[0].Threshold != 60 {
 		t.Fatalf("deliveries at 60 = %+v, want one firing at threshold 60", got)
+	}
+}
+
+// crashAfterSend delivers through the real sender and then ends the
+// round's context, as a leader killed after the receiver took the
+// notification and before it recorded that.
+type crashAfterSend struct {
+	inner Sender
+	crash context.CancelFunc
+}
+
+func (c crashAfterSend) Send(ctx context.Context, ch alerts.Channel, id string, body []byte) error {
+	err := c.inner.Send(ctx, ch, id, body)
+	c.crash()
+	return err
+}
+
+// TestLoop_ResendAfterCrashSameDeliveryID: a leader dies after the SMTP
+// server and the webhook took a notification and before it marked it sent;
+// the next leader sends it again, and the copy carries the same delivery id
+// (email Message-ID and X-ThreatView-Delivery, webhook
+// X-ThreatView-Delivery) as the first, the id stored with the notification.
+func TestLoop_ResendAfterCrashSameDeliveryID(t *testing.T) {
+	_, st, pool := pgtest.MustStore(t)
+	box, addr := smtptest.Start(t)
+	rc := &receiver{secret: "d"}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := t.Context()
+	for _, ch := range []alerts.Channel{{Type: alerts.ChannelEmail, To: "secteam@threatview.test"},
+		{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "d"}} {
+		r := alerts.Rule{ID: uuid.NewString(), Name: "crash " + ch.Type, AppID: "app-c", WindowSeconds: 60, Threshold: 5,
+			CreatedBy: "test", Channel: ch}
+		mustCreate(t, st, &r)
+	}
+	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	pgtest.Insert(t, pool, 30, 0, 10, "app-c", base, "hooking")
+	real := notify.New(5*time.Second, notify.SMTP{Addr: addr, From: "alerts@threatview.test"})
+	cfg := Config{Every: time.Second, SendTimeout: time.Second, Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// Two leaders die, each right after one delivery.
+	for range 2 {
+		rctx, crash := context.WithCancel(ctx)
+		dying := New(st, crashAfterSend{inner: real, crash: crash}, cfg, NewMetrics(prometheus.NewRegistry()), log)
+		dying.now = func() time.Time { return base.Add(10 * time.Second) }
+		dying.Round(rctx)
+		crash()
+	}
+	if n := len(box.Messages()) + len(rc.deliveries()); n != 2 {
+		t.Fatalf("%d deliveries before the restart, want one email and one webhook", n)
+	}
+	// The next leader, once the dead one's lease ends, sends both again.
+	next := New(st, real, cfg, NewMetrics(prometheus.NewRegistry()), log)
+	next.now = func() time.Time { return base.Add(20 * time.Second) }
+	deadline := time.Now().Add(30 * time.Second)
+	for len(box.Messages()) < 2 || len(rc.deliveries()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no resend within 30 s: %d emails, %d webhook deliveries", len(box.Messages()), len(rc.deliveries()))
+		}
+		time.Sleep(500 * time.Millisecond)
+		next.Round(ctx)
+	}
+	stored := map[string]bool{}
+	rows, err := pool.Query(ctx, `SELECT delivery_id::text FROM alerts.notifications WHERE status = 'sent'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		_ = rows.Scan(&id)
+		stored[id] = true
+	}
+	if rows.Err() != nil || len(stored) != 2 {
+		t.Fatalf("sent notifications' delivery ids = %v (%v), want 2", stored, rows.Err())
+	}
+	mails := box.Messages()
+	id := mails[0].Header(notify.DeliveryHeader)
+	if !stored[id] || mails[0].Header("Message-ID") != notify.MessageID(id) {
+		t.Fatalf("first email: delivery id %q, Message-ID %q; want a stored delivery id in both", id, mails[0].Header("Message-ID"))
+	}
+	if mails[1].Header(notify.DeliveryHeader) != id || mails[1].Header("Message-ID") != notify.MessageID(id) {
+		t.Errorf("resent email: delivery id %q, Message-ID %q; want %q as the first copy", mails[1].Header(notify.DeliveryHeader),
+			mails[1].Header("Message-ID"), id)
+	}
+	rc.mu.Lock()
+	ids := append([]string(nil), rc.ids...)
+	rc.mu.Unlock()
+	if len(ids) != 2 || ids[0] != ids[1] || !stored[ids[0]] || ids[0] == id {
+		t.Errorf("webhook delivery ids %v, want one stored id twice, not the email's %q", ids, id)
+	}
+}
+
+// TestLoop_CountryOSScope: rules scoped to a country, an OS family, or
+// both count only their events; the OS is matched by family whatever its
+// case, and the scoped counts add up to the unscoped ones.
+func TestLoop_CountryOSScope(t *testing.T) {
+	_, st, pool := pgtest.MustStore(t)
+	rc := &receiver{secret: "g"}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	ctx := t.Context()
+	mk := func(name, country, os string) alerts.Rule {
+		r := alerts.Rule{ID: uuid.NewString(), Name: name, AppID: "app-g", Threat: "hooking", Country: country, OS: os,
+			WindowSeconds: 300, Threshold: 5, CreatedBy: "test",
+			Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "g"}}
+		mustCreate(t, st, &r)
+		return r
+	}
+	de := mk("germany", "de", "")
+	ios := mk("ios", "", "iOS")
+	frAndroid := mk("france android", "FR", "android")
+	unknown := mk("unplaced other", "ZZ", "other")
+	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
+	pgtest.InsertFrom(t, pool, 40, 0, 10, "app-g", "DE", "Android", base, "hooking")
+	pgtest.InsertFrom(t, pool, 40, 10, 3, "app-g", "FR", "android", base, "hooking")
+	pgtest.InsertFrom(t, pool, 40, 20, 4, "app-g", "FR", "iOS", base, "hooking", "root")
+	pgtest.InsertFrom(t, pool, 40, 30, 2, "app-g", "US", "IOS", base, "hooking")
+	pgtest.InsertFrom(t, pool, 40, 40, 6, "app-g", "", "Symbian", base, "hooking")
+	pgtest.InsertFrom(t, pool, 40, 50, 20, "app-h", "FR", "android", base, "hooking") // another app
+	pgtest.InsertFrom(t, pool, 40, 70, 20, "app-g", "FR", "android", base, "root")    // another threat
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l.now = func() time.Time { return base.Add(30 * time.Second) }
+	l.Round(ctx)
+	fired := map[string]alerts.Notification{}
+	for _, n := range rc.deliveries() {
+		fired[n.RuleID] = n
+	}
+	if n, ok := fired[de.ID]; !ok || n.Value != 10 || n.Country != "DE" {
+		t.Errorf("germany rule: %+v, want firing at 10 with country DE", n)
+	}
+	if n, ok := fired[ios.ID]; !ok || n.Value != 6 || n.OS != "ios" {
+		t.Errorf("ios rule: %+v, want firing at 6 (iOS and IOS) with os ios", n)
+	}
+	if n, ok := fired[unknown.ID]; !ok || n.Value != 6 {
+		t.Errorf("unknown country, other OS rule: %+v, want firing at 6", n)
+	}
+	if n, ok := fired[frAndroid.ID]; ok || len(fired) != 3 {
+		t.Errorf("france android rule fired at 3 of 5: %+v; all deliveries %+v", n, rc.deliveries())
+	}
+	var plain, scoped int64
+	_ = pool.QueryRow(ctx, `SELECT sum(count) FROM alerts.threat_minutes`).Scan(&plain)
+	_ = pool.QueryRow(ctx, `SELECT sum(count) FROM alerts.threat_minutes_scoped`).Scan(&scoped)
+	if plain != 10+3+8+2+6+20+20 || scoped != plain {
+		t.Errorf("minute counts sum to %d, scoped %d; want both %d", plain, scoped, 10+3+8+2+6+20+20)
 	}
 }

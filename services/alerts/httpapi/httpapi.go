@@ -179,6 +179,8 @@ type ruleInput struct {
 	Name          string         `json:"name"`
 	AppID         string         `json:"app_id"`
 	Threat        string         `json:"threat"`
+	Country       string         `json:"country"`
+	OS            string         `json:"os"`
 	Kind          string         `json:"kind"`
 	WindowSeconds int            `json:"window_seconds"`
 	Threshold     int64          `json:"threshold"`
@@ -194,7 +196,7 @@ func (h *handler) createRule(w http.ResponseWriter, r *http.Request) {
 	}
 	c, _ := authz.FromContext(r.Context())
 	rule := alerts.Rule{ID: uuid.Must(uuid.NewV7()).String(), Name: in.Name, AppID: in.AppID, Threat: in.Threat,
-		Kind: in.Kind, WindowSeconds: in.WindowSeconds, Threshold: in.Threshold, Factor: in.Factor,
+		Country: in.Country, OS: in.OS, Kind: in.Kind, WindowSeconds: in.WindowSeconds, Threshold: in.Threshold, Factor: in.Factor,
 		Channel: in.Channel, SilencedUntil: in.SilencedUntil, CreatedBy: c.Actor()}
 	if err := rule.Validate(); err != nil {
 		writeErr(w, h.log, err)

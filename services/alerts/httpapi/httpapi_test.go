@@ -90,6 +90,18 @@ func TestAPI_Rules(t *testing.T) {
 		if r.CreatedBy != "alice" || r.State != "ok" {
 			t.Fatalf("rule %s", body)
 		}
+		// Country and OS are normalised (upper, lower case) and shown.
+		code, body = a.do("POST", "/v1/alert-rules", a.admin, strings.Replace(goodRule, `"threat"`, `"country":"de","os":"Android","threat"`, 1))
+		var scoped struct{ ID, Country, OS string }
+		if _ = json.Unmarshal([]byte(body), &scoped); code != http.StatusCreated || scoped.Country != "DE" || scoped.OS != "android" {
+			t.Fatalf("POST a scoped rule = %d %s, want 201 with country DE and os android", code, body)
+		}
+		if code, body = a.do("GET", "/v1/alert-rules/"+scoped.ID, a.analyst, ""); code != http.StatusOK || !strings.Contains(body, `"country":"DE","os":"android"`) {
+			t.Fatalf("GET the scoped rule = %d %s", code, body)
+		}
+		if code, _ = a.do("DELETE", "/v1/alert-rules/"+scoped.ID, a.admin, ""); code != http.StatusNoContent {
+			t.Fatalf("DELETE the scoped rule = %d", code)
+		}
 		code, body = a.do("GET", "/v1/alert-rules", a.analyst, "")
 		if code != http.StatusOK || !strings.Contains(body, r.ID) || strings.Contains(body, "s3cret") {
 			t.Fatalf("GET as analyst = %d %s", code, body)
@@ -131,6 +143,12 @@ func TestAPI_Rules(t *testing.T) {
 			{`{"name":"x","window_seconds":300,"threshold":5,"channel":{"type":"pager"}}`, 422},
 			{`{"name":"x","window_seconds":300,"threshold":5,"kind":"baseline","channel":{"type":"slack","url":"https://a.example"}}`, 422},
 			{`{"name":"x","bogus":1}`, 422},
+			{`{"name":"x","country":"XX","window_seconds":300,"threshold":5,"channel":{"type":"slack","url":"https://a.example"}}`, 422},
+			{`{"name":"x","country":"DEU","window_seconds":300,"threshold":5,"channel":{"type":"slack","url":"https://a.example"}}`, 422},
+			{`{"name":"x","country":"D\u00e9","window_seconds":300,"threshold":5,"channel":{"type":"slack","url":"https://a.example"}}`, 422},
+			{`{"name":"x","os":"symbian","window_seconds":300,"threshold":5,"channel":{"type":"slack","url":"https://a.example"}}`, 422},
+			{`{"name":"x","os":["android"],"window_seconds":300,"threshold":5,"channel":{"type":"slack","url":"https://a.example"}}`, 422},
+			{`{"name":"x\r\nBcc: someone@example.com","window_seconds":300,"threshold":5,"channel":{"type":"email","to":"a@b.example"}}`, 422},
 			{`{"name":`, 400},
 			{`[1]`, 400},
 			{`{"name":"` + strings.Repeat("x", 200<<10) + `"}`, 413},

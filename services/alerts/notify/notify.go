@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"net/smtp"
 	neturl "net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -28,9 +27,15 @@ import (
 // keyed with the channel's secret.
 const SignatureHeader = "X-ThreatView-Signature"
 
-// DeliveryHeader carries the transition's id: a receiver that sees it twice
-// (a crash between its answer and our record of it) drops the second copy.
+// DeliveryHeader carries the notification's delivery id, a UUID that is the
+// same on every attempt of one notification, across restarts and leaders: a
+// receiver that sees it twice (a crash between its answer and our record of
+// it) drops the second copy. An email carries it in this header and as its
+// Message-ID (<id@threatview>).
 const DeliveryHeader = "X-ThreatView-Delivery"
+
+// MessageID is the Message-ID of the email with delivery id id.
+func MessageID(id string) string { return "<" + id + "@threatview>" }
 
 // Sign returns the signature header value of body.
 func Sign(secret string, body []byte) string {
@@ -60,23 +65,23 @@ func New(timeout time.Duration, relay SMTP) *Sender {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-// Send delivers body (an alerts.Notification as JSON) for transition id to
+// Send delivers body (an alerts.Notification as JSON) with delivery id id to
 // ch; nil means the receiver accepted it.
-func (s *Sender) Send(ctx context.Context, ch alerts.Channel, id int64, body []byte) error {
+func (s *Sender) Send(ctx context.Context, ch alerts.Channel, id string, body []byte) error {
 	switch ch.Type {
 	case alerts.ChannelWebhook:
 		return s.post(ctx, ch.URL, id, body, Sign(ch.Secret, body))
 	case alerts.ChannelSlack:
 		var n alerts.Notification
 		if err := json.Unmarshal(body, &n); err != nil {
-			return fmt.Errorf("decode notification %d: %w", id, err)
+			return fmt.Errorf("decode notification %s: %w", id, err)
 		}
 		slack, _ := json.Marshal(map[string]string{"text": Text(n)})
 		return s.post(ctx, ch.URL, id, slack, "")
 	case alerts.ChannelEmail:
 		var n alerts.Notification
 		if err := json.Unmarshal(body, &n); err != nil {
-			return fmt.Errorf("decode notification %d: %w", id, err)
+			return fmt.Errorf("decode notification %s: %w", id, err)
 		}
 		return s.mail(ctx, ch.To, id, n)
 	}
@@ -93,6 +98,9 @@ func Text(n alerts.Notification) string {
 	if n.Threat != "" {
 		threat = n.Threat
 	}
+	if n.Country != "" || n.OS != "" {
+		scope += " (" + strings.Trim(n.Country+" "+n.OS, " ") + ")"
+	}
 	verb := "FIRING"
 	if n.State == "resolved" {
 		verb = "resolved"
@@ -101,14 +109,14 @@ func Text(n alerts.Notification) string {
 		verb, n.Name, n.Value, threat, scope, n.WindowSeconds, n.Threshold)
 }
 
-func (s *Sender) post(ctx context.Context, url string, id int64, body []byte, sig string) error {
+func (s *Sender) post(ctx context.Context, url, id string, body []byte, sig string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "ThreatView-Alerts")
-	req.Header.Set(DeliveryHeader, strconv.FormatInt(id, 10))
+	req.Header.Set(DeliveryHeader, id)
 	if sig != "" {
 		req.Header.Set(SignatureHeader, sig)
 	}
@@ -129,7 +137,7 @@ func (s *Sender) post(ctx context.Context, url string, id int64, body []byte, si
 	return nil
 }
 
-func (s *Sender) mail(ctx context.Context, to string, id int64, n alerts.Notification) error {
+func (s *Sender) mail(ctx context.Context, to, id string, n alerts.Notification) error {
 	if s.SMTP.Addr == "" {
 		return fmt.Errorf("email: ALERTS_SMTP_ADDR is not set")
 	}
@@ -172,8 +180,10 @@ func (s *Sender) mail(ctx context.Context, to string, id int64, n alerts.Notific
 	}
 	body, _ := json.MarshalIndent(n, "", "  ")
 	var msg strings.Builder
-	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: <alert-%d-%s@threatview>\r\n",
-		s.SMTP.From, to, Text(n), time.Now().UTC().Format(time.RFC1123Z), id, n.RuleID)
+	// Date is the transition's time and Message-ID the delivery id, so a
+	// resend is the same message as the first copy.
+	fmt.Fprintf(&msg, "From: %s\r\nTo: %s\r\nSubject: %s\r\nDate: %s\r\nMessage-ID: %s\r\n%s: %s\r\n",
+		s.SMTP.From, to, Text(n), n.At.UTC().Format(time.RFC1123Z), MessageID(id), DeliveryHeader, id)
 	msg.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
 	msg.WriteString(Text(n) + "\r\n\r\n")
 	msg.WriteString(strings.ReplaceAll(string(body), "\n", "\r\n") + "\r\n")

@@ -89,9 +89,9 @@ func (s *Store) CreateRule(ctx context.Context, r *alerts.Rule, audit func(conte
 		return fmt.Errorf("encode channel: %w", err)
 	}
 	return s.inTx(ctx, "create rule", func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO alerts.rules (id, name, app_id, threat, kind, window_seconds, threshold,
-			factor, channel, silenced_until, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) RETURNING created_at`,
-			r.ID, r.Name, r.AppID, r.Threat, r.Kind, r.WindowSeconds, r.Threshold, r.Factor, ch, r.SilencedUntil,
+		err := tx.QueryRow(ctx, `INSERT INTO alerts.rules (id, name, app_id, threat, country, os, kind, window_seconds, threshold,
+			factor, channel, silenced_until, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) RETURNING created_at`,
+			r.ID, r.Name, r.AppID, r.Threat, r.Country, r.OS, r.Kind, r.WindowSeconds, r.Threshold, r.Factor, ch, r.SilencedUntil,
 			r.CreatedBy).Scan(&r.CreatedAt)
 		if err != nil {
 			return err
@@ -102,21 +102,30 @@ func (s *Store) CreateRule(ctx context.Context, r *alerts.Rule, audit func(conte
 	}, audit)
 }
 
-const ruleColumns = `r.id::text, r.name, r.app_id, r.threat, r.kind, r.window_seconds, r.threshold, r.factor,
+const ruleColumns = `r.id::text, r.name, r.app_id, r.threat, r.country, r.os, r.kind, r.window_seconds, r.threshold, r.factor,
 	r.channel, r.silenced_until, r.created_by, r.created_at, coalesce(st.state, 'ok')`
+
+// ruleFields are the scan targets of ruleColumns in r; ch receives the
+// channel's JSON.
+func ruleFields(r *alerts.Rule, ch *[]byte) []any {
+	return []any{&r.ID, &r.Name, &r.AppID, &r.Threat, &r.Country, &r.OS, &r.Kind, &r.WindowSeconds, &r.Threshold,
+		&r.Factor, ch, &r.SilencedUntil, &r.CreatedBy, &r.CreatedAt, &r.State}
+}
+
+func decodeChannel(r *alerts.Rule, ch []byte) error {
+	if err := json.Unmarshal(ch, &r.Channel); err != nil {
+		return fmt.Errorf("decode channel of rule %s: %w", r.ID, err)
+	}
+	return nil
+}
 
 func scanRule(row pgx.Row) (alerts.Rule, error) {
 	var r alerts.Rule
 	var ch []byte
-	err := row.Scan(&r.ID, &r.Name, &r.AppID, &r.Threat, &r.Kind, &r.WindowSeconds, &r.Threshold, &r.Factor,
-		&ch, &r.SilencedUntil, &r.CreatedBy, &r.CreatedAt, &r.State)
-	if err != nil {
+	if err := row.Scan(ruleFields(&r, &ch)...); err != nil {
 		return r, err
 	}
-	if err := json.Unmarshal(ch, &r.Channel); err != nil {
-		return r, fmt.Errorf("decode channel of rule %s: %w", r.ID, err)
-	}
-	return r, nil
+	return r, decodeChannel(&r, ch)
 }
 
 // Rules lists the live rules, oldest first, with their secrets (callers
@@ -390,8 +399,9 @@ func (s *Store) Failed(ctx context.Context, forwarderID, msg string) error {
 
 // Fold counts up to limit outbox rows after the counter's cursor into
 // alerts.threat_minutes (one sighting per threat type of an event, by
-// receive minute) and moves the cursor, in one statement: every row is
-// counted exactly once. It returns how many rows it folded.
+// receive minute) and alerts.threat_minutes_scoped (the same by country and
+// OS family too) and moves the cursor, in one statement: every row is
+// counted exactly once in each. It returns how many rows it folded.
 func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO alerts.cursors (name) VALUES ('counter') ON CONFLICT DO NOTHING`); err != nil {
 		return 0, unavailable("fold outbox", err)
@@ -407,7 +417,7 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 		}
 		return tx.QueryRow(ctx, `
 		WITH rows AS (
-			SELECT o.seq, o.app_id, o.threats, o.received_at FROM alerts.outbox o
+			SELECT o.seq, o.app_id, o.threats, o.received_at, o.country, o.os FROM alerts.outbox o
 			WHERE `+outboxAfter+` ORDER BY o.seq LIMIT $2
 		), counted AS (
 			INSERT INTO alerts.threat_minutes (app_id, threat, minute, count)
@@ -416,14 +426,26 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 			GROUP BY 1, 2, 3
 			ON CONFLICT (minute, app_id, threat) DO UPDATE SET count = alerts.threat_minutes.count + excluded.count
 			RETURNING 1
+		), scoped AS (
+			-- By country (blank or not a code: unknown) and OS family
+			-- (alerts.OSFamily: lower case if one of $3, else other).
+			INSERT INTO alerts.threat_minutes_scoped (app_id, threat, minute, country, os, count)
+			SELECT r.app_id, t.threat, date_trunc('minute', r.received_at),
+				CASE WHEN r.country ~ '^[A-Z]{2}$' THEN r.country ELSE $4 END,
+				CASE WHEN lower(r.os) = ANY ($3::text[]) THEN lower(r.os) ELSE 'other' END, count(*)
+			FROM rows r CROSS JOIN LATERAL unnest(r.threats) AS t(threat)
+			GROUP BY 1, 2, 3, 4, 5
+			ON CONFLICT (minute, app_id, threat, country, os) DO UPDATE SET count = alerts.threat_minutes_scoped.count + excluded.count
+			RETURNING 1
 		), last AS (
 			SELECT max(seq) AS seq FROM rows HAVING count(*) > 0
 		), moved AS (
 			UPDATE alerts.cursors c SET seq = last.seq, updated_at = now()
 			FROM last WHERE c.name = 'counter' RETURNING 1
 		)
-		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM moved)`,
-			seq, limit).Scan(&n)
+		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM scoped)
+			+ 0 * (SELECT count(*) FROM moved)`,
+			seq, limit, alerts.OSFamilies, alerts.UnknownCountry).Scan(&n)
 	}, nil)
 	return n, err
 }
@@ -436,9 +458,33 @@ type Value struct {
 	Baseline float64
 }
 
+// The measuring statements: the sightings from the minute holding $1 to
+// the one holding $2, of app $3 (blank: any) and threat $4 (blank: any);
+// the scoped ones also of country $5 and OS family $6 (blank: any). The
+// baseline sums the same window on each of the 7 days before.
+const (
+	measureSQL = `SELECT coalesce(sum(count), 0) FROM alerts.threat_minutes
+		WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2
+		  AND ($3 = '' OR app_id = $3) AND ($4 = '' OR threat = $4)`
+	baselineSQL = `SELECT coalesce(sum(m.count), 0) FROM alerts.threat_minutes m, generate_series(1, 7) d
+		WHERE m.minute >= date_trunc('minute', $1::timestamptz - d * interval '1 day')
+		  AND m.minute <= $2::timestamptz - d * interval '1 day'
+		  AND ($3 = '' OR m.app_id = $3) AND ($4 = '' OR m.threat = $4)`
+	measureScopedSQL = `SELECT coalesce(sum(count), 0) FROM alerts.threat_minutes_scoped
+		WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2
+		  AND ($3 = '' OR app_id = $3) AND ($4 = '' OR threat = $4)
+		  AND ($5 = '' OR country = $5) AND ($6 = '' OR os = $6)`
+	baselineScopedSQL = `SELECT coalesce(sum(m.count), 0) FROM alerts.threat_minutes_scoped m, generate_series(1, 7) d
+		WHERE m.minute >= date_trunc('minute', $1::timestamptz - d * interval '1 day')
+		  AND m.minute <= $2::timestamptz - d * interval '1 day'
+		  AND ($3 = '' OR m.app_id = $3) AND ($4 = '' OR m.threat = $4)
+		  AND ($5 = '' OR m.country = $5) AND ($6 = '' OR m.os = $6)`
+)
+
 // Values measures every live rule at now. The window is rounded out to
 // whole minutes: it counts the minutes from the one holding now - window
-// to the one holding now.
+// to the one holding now. A rule scoped to a country or an OS reads the
+// scoped counts, the others the narrower alerts.threat_minutes.
 func (s *Store) Values(ctx context.Context, now time.Time) ([]Value, error) {
 	rules, err := s.Rules(ctx)
 	if err != nil {
@@ -448,21 +494,18 @@ func (s *Store) Values(ctx context.Context, now time.Time) ([]Value, error) {
 	for _, r := range rules {
 		v := Value{Rule: r}
 		win := time.Duration(r.WindowSeconds) * time.Second
-		err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(count), 0) FROM alerts.threat_minutes
-			WHERE minute >= date_trunc('minute', $1::timestamptz) AND minute <= $2
-			  AND ($3 = '' OR app_id = $3) AND ($4 = '' OR threat = $4)`,
-			now.Add(-win), now, r.AppID, r.Threat).Scan(&v.Value)
-		if err != nil {
+		measure, baseline := measureSQL, baselineSQL
+		args := []any{now.Add(-win), now, r.AppID, r.Threat}
+		if r.Scoped() {
+			measure, baseline = measureScopedSQL, baselineScopedSQL
+			args = append(args, r.Country, r.OS)
+		}
+		if err := s.pool.QueryRow(ctx, measure, args...).Scan(&v.Value); err != nil {
 			return nil, unavailable("measure rule "+r.ID, err)
 		}
 		if r.Kind == alerts.KindBaseline {
 			var sum int64
-			err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(m.count), 0) FROM alerts.threat_minutes m, generate_series(1, 7) d
-				WHERE m.minute >= date_trunc('minute', $1::timestamptz - d * interval '1 day')
-				  AND m.minute <= $2::timestamptz - d * interval '1 day'
-				  AND ($3 = '' OR m.app_id = $3) AND ($4 = '' OR m.threat = $4)`,
-				now.Add(-win), now, r.AppID, r.Threat).Scan(&sum)
-			if err != nil {
+			if err := s.pool.QueryRow(ctx, baseline, args...).Scan(&sum); err != nil {
 				return nil, unavailable("measure baseline of rule "+r.ID, err)
 			}
 			v.Baseline = float64(sum) / 7
@@ -507,9 +550,12 @@ func (s *Store) Transition(ctx context.Context, r alerts.Rule, from string, t *a
 // Pending is a notification to send.
 type Pending struct {
 	TransitionID int64
-	Rule         alerts.Rule
-	Body         []byte
-	Attempts     int
+	// DeliveryID is the notification's id for receivers to deduplicate on:
+	// the same on every attempt (alerts.notifications.delivery_id).
+	DeliveryID string
+	Rule       alerts.Rule
+	Body       []byte
+	Attempts   int
 }
 
 // Due claims, per rule, its oldest pending notification that is due, at
@@ -526,9 +572,9 @@ func (s *Store) Due(ctx context.Context, limit int, lease time.Duration) ([]Pend
 		), n AS (
 			UPDATE alerts.notifications x SET next_at = now() + make_interval(secs => $2)
 			FROM due WHERE x.transition_id = due.transition_id AND x.status = 'pending' AND x.next_at <= now()
-			RETURNING x.transition_id, x.body, x.attempts, x.rule_id
+			RETURNING x.transition_id, x.delivery_id, x.body, x.attempts, x.rule_id
 		)
-		SELECT n.transition_id, n.body, n.attempts, `+ruleColumns+`
+		SELECT n.transition_id, n.delivery_id::text, n.body, n.attempts, `+ruleColumns+`
 		FROM n JOIN alerts.rules r ON r.id = n.rule_id
 		LEFT JOIN alerts.rule_state st ON st.rule_id = r.id
 		ORDER BY n.transition_id`, limit, lease.Seconds())
@@ -540,13 +586,11 @@ func (s *Store) Due(ctx context.Context, limit int, lease time.Duration) ([]Pend
 	for rows.Next() {
 		var p Pending
 		var ch []byte
-		r := &p.Rule
-		if err := rows.Scan(&p.TransitionID, &p.Body, &p.Attempts, &r.ID, &r.Name, &r.AppID, &r.Threat, &r.Kind,
-			&r.WindowSeconds, &r.Threshold, &r.Factor, &ch, &r.SilencedUntil, &r.CreatedBy, &r.CreatedAt, &r.State); err != nil {
+		if err := rows.Scan(append([]any{&p.TransitionID, &p.DeliveryID, &p.Body, &p.Attempts}, ruleFields(&p.Rule, &ch)...)...); err != nil {
 			return nil, unavailable("due notifications", err)
 		}
-		if err := json.Unmarshal(ch, &r.Channel); err != nil {
-			return nil, fmt.Errorf("decode channel of rule %s: %w", r.ID, err)
+		if err := decodeChannel(&p.Rule, ch); err != nil {
+			return nil, err
 		}
 		out = append(out, p)
 	}
@@ -597,6 +641,9 @@ func (s *Store) Prune(ctx context.Context, keep, counts time.Duration) (int64, e
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM alerts.threat_minutes WHERE minute < now() - make_interval(secs => $1)`, counts.Seconds()); err != nil {
 		return 0, unavailable("prune minute counts", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM alerts.threat_minutes_scoped WHERE minute < now() - make_interval(secs => $1)`, counts.Seconds()); err != nil {
+		return 0, unavailable("prune scoped minute counts", err)
 	}
 	return tag.RowsAffected(), nil
 }

@@ -50,13 +50,19 @@ func MustStore(tb testing.TB) (string, *postgres.Store, *pgxpool.Pool) {
 func ID(run, n int) string { return fmt.Sprintf("0193a1b2-%04x-7e5f-8a9b-%012x", run, n) }
 
 // Insert writes n outbox rows (ids ID(run, first..first+n-1)) for app with
-// threats, received at at, in one transaction.
+// threats, received at at, in one transaction (OS Android, no country).
 func Insert(tb testing.TB, pool *pgxpool.Pool, run, first, n int, app string, at time.Time, threats ...string) {
 	tb.Helper()
-	_, err := pool.Exec(context.Background(), `INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, os, threats)
+	InsertFrom(tb, pool, run, first, n, app, "", "Android", at, threats...)
+}
+
+// InsertFrom is Insert with the events' country and OS.
+func InsertFrom(tb testing.TB, pool *pgxpool.Pool, run, first, n int, app, country, os string, at time.Time, threats ...string) {
+	tb.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, os, country, threats)
 		SELECT format('0193a1b2-%s-7e5f-8a9b-%s', lpad(to_hex($1::int), 4, '0'), lpad(to_hex(i), 12, '0'))::uuid,
-			$2, $3, $3, 'app.startup', 'Android', $4
-		FROM generate_series($5::int, $5::int + $6::int - 1) i`, run, app, at, threats, first, n)
+			$2, $3, $3, 'app.startup', $7, $8, $4
+		FROM generate_series($5::int, $5::int + $6::int - 1) i`, run, app, at, threats, first, n, os, country)
 	if err != nil {
 		tb.Fatalf("insert outbox rows: %v", err)
 	}
