@@ -145,6 +145,10 @@ type LateSource interface {
 	// rows it holds (lines as ExportLate wrote them) in one transaction; it
 	// returns how many rows it removed.
 	SaveLate(ctx context.Context, r LateRecord, lines [][]byte) (int64, error)
+	// ReplaceLate makes r the record of the supplementary archive that was
+	// under oldPrefix (rewritten as r after an erasure); an old archive
+	// without a record gets one.
+	ReplaceLate(ctx context.Context, oldPrefix string, r LateRecord) error
 }
 
 // LateRecord is the database's row for one verified supplementary archive.

@@ -31,9 +31,24 @@ type Source struct {
 	db *sql.DB
 }
 
-// Open connects to the audit DB at dsn. Values are read as the server's
-// text (parseTime off, UTC session), so rows render the same every time.
+// Open connects to the audit DB at dsn and checks it answers. Values are
+// read as the server's text (parseTime off, UTC session), so rows render
+// the same every time.
 func Open(ctx context.Context, dsn string) (*Source, error) {
+	s, err := OpenLazy(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.db.PingContext(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("connect audit DB: %w", err)
+	}
+	return s, nil
+}
+
+// OpenLazy is Open without connecting: a long-running service opens its
+// source at start, whether the database is up then or not.
+func OpenLazy(dsn string) (*Source, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse AUDIT_DATABASE_DSN: %w", err)
@@ -48,10 +63,6 @@ func Open(ctx context.Context, dsn string) (*Source, error) {
 		return nil, fmt.Errorf("connect audit DB: %w", err)
 	}
 	db.SetMaxOpenConns(4)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("connect audit DB: %w", err)
-	}
 	return &Source{db: db}, nil
 }
 
@@ -333,6 +344,32 @@ func (s *Source) SaveRecord(ctx context.Context, r retention.Record) error {
 		return fmt.Errorf("record archive of %s: %w", r.Partition, err)
 	}
 	return nil
+}
+
+// ArchivedMonths lists the months of table with an archive record, oldest
+// first.
+func (s *Source) ArchivedMonths(ctx context.Context, table string) ([]time.Time, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT month FROM archives WHERE table_name = ? ORDER BY month", table)
+	if err != nil {
+		return nil, fmt.Errorf("archived months of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []time.Time
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("archived months of %s: %w", table, err)
+		}
+		m, err := parseBound(v)
+		if err != nil {
+			return nil, fmt.Errorf("archived months of %s: %w", table, err)
+		}
+		out = append(out, m.UTC())
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("archived months of %s: %w", table, err)
+	}
+	return out, nil
 }
 
 // DeleteRecord removes the archive record of table for month.

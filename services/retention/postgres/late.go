@@ -127,4 +127,23 @@ func (s *Source) SaveLate(ctx context.Context, r retention.LateRecord, lines [][
 	return n, nil
 }
 
+// ReplaceLate implements retention.LateSource: in one transaction the
+// record of the archive under oldPrefix goes and r's is written.
+func (s *Source) ReplaceLate(ctx context.Context, oldPrefix string, r retention.LateRecord) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM events.late_archives WHERE table_name = $1 AND month = $2 AND prefix = $3`,
+			r.Table, r.Month, oldPrefix); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO events.late_archives (table_name, month, prefix, row_count,
+			content_sha256, manifest_sha256, location, verified_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			r.Table, r.Month, r.Prefix, r.Rows, r.ContentSHA256, r.ManifestSHA256, r.Location, r.VerifiedAt)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record rewritten late archive %s: %w", r.Location, err)
+	}
+	return nil
+}
+
 var _ retention.LateSource = (*Source)(nil)

@@ -1,7 +1,9 @@
 package privacy
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,14 +16,22 @@ import (
 	"threatview/retention"
 )
 
-// ArchiveRewriter rewrites the archived months of events.events that hold
-// a subject's rows as new verified versions without them (see
-// retention.Archiver.RewriteWithout) and audits each removal of an old
-// version (action privacy.archive.rewrite, the erasure as actor context).
+// ArchiveRewriter rewrites the archives that hold a subject's rows as new
+// verified versions without them (see retention.Archiver.RewriteEach):
+// every archived month of events.events (and of facts.facts, its facts),
+// every supplementary (late) archive of those months, and every archived
+// month of the audit DB's audit_events whose rows' bodies hold the subject
+// (the body set to null, the row with its body_sha256 and leaf hash kept,
+// so the audit trail's proofs still verify). It audits each removal of an
+// old version (action privacy.archive.rewrite, the erasure as actor
+// context).
 type ArchiveRewriter struct {
 	// Archiver is the events archiver: the events DB as its source, the
 	// ARCHIVE_TARGET store.
 	Archiver *retention.Archiver
+	// AuditArchiver is the audit DB's archiver (the same store); nil when
+	// the service has no audit DB.
+	AuditArchiver *retention.Archiver
 	// Audit records each rewrite; nil only in tests.
 	Audit Auditor
 	Log   *slog.Logger
@@ -29,24 +39,36 @@ type ArchiveRewriter struct {
 
 // archivedTable is the table whose archives hold device ids; factsTable's
 // archives hold the facts of its events (by event id, no device id), which
-// are rewritten with them so each archive keeps matching its partition.
+// are rewritten with them so each archive keeps matching its partition;
+// auditTable's archives hold request bodies.
 const (
 	archivedTable = "events.events"
 	factsTable    = "facts.facts"
+	auditTable    = "audit_events"
 )
 
-// Rewrite rewrites every archived month holding s and returns what it
-// rewrote. It holds the events DB's retention lock, so no archiver or
-// cleanup runs beside it; a busy lock or an unreachable store or database
-// is ErrUnavailable (the erasure is retried).
+// Rewrite rewrites every archive holding s and returns what it rewrote. It
+// holds each database's retention lock while it rewrites that database's
+// archives, so no archiver or cleanup runs beside it; a busy lock or an
+// unreachable store or database is ErrUnavailable (the erasure is retried).
 func (w *ArchiveRewriter) Rewrite(ctx context.Context, erasureID string, s Subject) ([]retention.Rewritten, error) {
 	out := []retention.Rewritten{}
+	out, err := w.rewriteEvents(ctx, erasureID, s, out)
+	if err != nil || w.AuditArchiver == nil {
+		return out, err
+	}
+	return w.rewriteAudit(ctx, erasureID, s, out)
+}
+
+// rewriteEvents rewrites the events DB's archives holding s: per month the
+// facts of its events, its events, and its late events.
+func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s Subject, out []retention.Rewritten) ([]retention.Rewritten, error) {
 	unlock, err := w.Archiver.Src.Lock(ctx)
 	if err != nil {
 		return out, fmt.Errorf("archives: %w: %w", ErrUnavailable, err)
 	}
 	defer unlock()
-	archived, err := w.months(ctx)
+	archived, err := months(ctx, w.Archiver, archivedTable)
 	if err != nil {
 		return out, err
 	}
@@ -69,32 +91,133 @@ func (w *ArchiveRewriter) Rewrite(ctx context.Context, erasureID string, s Subje
 			}
 			return nil
 		})
-		if err == nil && len(ids) == 0 {
-			continue
-		}
 		steps := []struct {
 			table string
-			drop  func(line []byte) (bool, error)
-		}{{factsTable, factOf(ids)}, {archivedTable, subjectRow(s)}}
+			edit  retention.Edit
+		}{{factsTable, retention.DropRows(factOf(ids))}, {archivedTable, retention.DropRows(subjectRow(s))}}
+		if len(ids) == 0 {
+			steps = nil
+		}
 		for _, st := range steps {
 			if err != nil {
 				break
 			}
 			var rw retention.Rewritten
 			var changed bool
-			if rw, changed, err = w.Archiver.RewriteWithout(ctx, st.table, m, st.drop); err == nil && changed {
+			if rw, changed, err = w.Archiver.RewriteEach(ctx, st.table, m, st.edit); err == nil && changed {
+				out = append(out, rw)
+				w.audited(ctx, erasureID, rw)
+			}
+		}
+		// The month's supplementary archives: late events of the subject.
+		if err == nil {
+			var late []retention.Rewritten
+			late, err = w.Archiver.RewriteLate(ctx, archivedTable, m, retention.DropRows(subjectRow(s)))
+			for _, rw := range late {
 				out = append(out, rw)
 				w.audited(ctx, erasureID, rw)
 			}
 		}
 		if err != nil {
-			if errors.Is(err, retention.ErrVerify) {
-				return out, err
-			}
-			return out, fmt.Errorf("archive %s: %w: %w", retention.MonthString(m), ErrUnavailable, err)
+			return out, rewriteErr(m, err)
 		}
 	}
 	return out, nil
+}
+
+// rewriteAudit rewrites the audit DB's archived months holding a body of
+// s with that body set to null.
+func (w *ArchiveRewriter) rewriteAudit(ctx context.Context, erasureID string, s Subject, out []retention.Rewritten) ([]retention.Rewritten, error) {
+	unlock, err := w.AuditArchiver.Src.Lock(ctx)
+	if err != nil {
+		return out, fmt.Errorf("audit archives: %w: %w", ErrUnavailable, err)
+	}
+	defer unlock()
+	archived, err := months(ctx, w.AuditArchiver, auditTable)
+	if err != nil {
+		return out, err
+	}
+	for _, m := range archived {
+		rw, changed, err := w.AuditArchiver.RewriteEach(ctx, auditTable, m, redactBody(s))
+		if err != nil {
+			return out, rewriteErr(m, err)
+		}
+		if changed {
+			out = append(out, rw)
+			w.audited(ctx, erasureID, rw)
+		}
+	}
+	return out, nil
+}
+
+// rewriteErr keeps a verification failure as it is (the erasure fails) and
+// makes any other error ErrUnavailable (the erasure is retried).
+func rewriteErr(m time.Time, err error) error {
+	if errors.Is(err, retention.ErrVerify) {
+		return err
+	}
+	return fmt.Errorf("archive %s: %w: %w", retention.MonthString(m), ErrUnavailable, err)
+}
+
+// redactBody matches an archived audit row of s's app whose body holds the
+// device id as a JSON string, as AuditDB.RedactBatch does in the database,
+// and returns the row with "body": null, its other columns (body_sha256,
+// seq, leaf_hash among them) as they were and in their order.
+func redactBody(s Subject) retention.Edit {
+	n := []byte(needle(s.DeviceID))
+	return func(line []byte) ([]byte, bool, error) {
+		var row struct {
+			AppID *string `json:"actor_app_id"`
+			Body  *string `json:"body"`
+		}
+		if err := json.Unmarshal(line, &row); err != nil {
+			return nil, false, fmt.Errorf("archived audit row is not a JSON object: %w", err)
+		}
+		if row.AppID == nil || *row.AppID != s.AppID || row.Body == nil {
+			return nil, false, nil
+		}
+		// A binary column is archived in base64 (the body is a MEDIUMBLOB).
+		body, err := base64.StdEncoding.DecodeString(*row.Body)
+		if err != nil {
+			body = []byte(*row.Body)
+		}
+		if !bytes.Contains(body, n) {
+			return nil, false, nil
+		}
+		out, err := withNull(line, "body")
+		return out, err == nil, err
+	}
+}
+
+// withNull returns the JSON object line with column's value null, every
+// other member as it was, in order.
+func withNull(line []byte, column string) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("archived row is not a JSON object: %v", err)
+	}
+	out := []byte{'{'}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		k, _ := json.Marshal(key)
+		out = append(append(out, k...), ':')
+		if key == column {
+			v = json.RawMessage("null")
+		}
+		out = append(out, v...)
+	}
+	return append(out, '}'), nil
 }
 
 // audited records the removal of rw's old version.
@@ -125,15 +248,15 @@ func factOf(ids map[string]bool) func(line []byte) (bool, error) {
 	}
 }
 
-// months lists the months of archivedTable with an archive record.
-func (w *ArchiveRewriter) months(ctx context.Context) ([]time.Time, error) {
-	lister, ok := w.Archiver.Src.(interface {
+// months lists the months of table with an archive record in a's database.
+func months(ctx context.Context, a *retention.Archiver, table string) ([]time.Time, error) {
+	lister, ok := a.Src.(interface {
 		ArchivedMonths(ctx context.Context, table string) ([]time.Time, error)
 	})
 	if !ok {
-		return nil, errors.New("archives: the events source cannot list its archive records")
+		return nil, errors.New("archives: the source cannot list its archive records")
 	}
-	m, err := lister.ArchivedMonths(ctx, archivedTable)
+	m, err := lister.ArchivedMonths(ctx, table)
 	if err != nil {
 		return nil, fmt.Errorf("archives: %w: %w", ErrUnavailable, err)
 	}

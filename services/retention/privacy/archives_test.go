@@ -110,3 +110,13 @@ func mustMonth(t *testing.T, s string) (m time.Time) {
 	}
 	return m
 }
+
+// An erasure rewrites the late archives and the audit archives too (the
+// directory store here; the S3 store in the store package's s3 tests).
+func TestArchiveRewriter_LateAndAudit(t *testing.T) {
+	st, err := store.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	retentiontest.EraseArchives(t, st)
+}

@@ -106,3 +106,9 @@ func TestS3_RoundTrip(t *testing.T) {
 func TestS3_RewriteWithout(t *testing.T) {
 	retentiontest.RewriteWithout(t, mustS3(t))
 }
+
+// TestS3_EraseArchives: an erasure's rewrite of late and audit archives
+// through S3 (retentiontest.EraseArchives).
+func TestS3_EraseArchives(t *testing.T) {
+	retentiontest.EraseArchives(t, mustS3(t))
+}

@@ -18,6 +18,7 @@ import (
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/retention"
+	"threatview/retention/mariadb"
 	"threatview/retention/postgres"
 	"threatview/retention/privacy"
 	"threatview/retention/store"
@@ -96,8 +97,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return fmt.Errorf("open events DB for archives: %w", err)
 		}
 		defer src.Close()
-		runner.WithArchives(&privacy.ArchiveRewriter{Audit: auditor, Log: log,
-			Archiver: &retention.Archiver{Src: src, Store: st, ChunkRows: cfg.ArchiveChunkRows, Log: log}})
+		w := &privacy.ArchiveRewriter{Audit: auditor, Log: log,
+			Archiver: &retention.Archiver{Src: src, Store: st, ChunkRows: cfg.ArchiveChunkRows, Log: log}}
+		if cfg.AuditDatabaseDSN != "" {
+			asrc, err := mariadb.OpenLazy(cfg.AuditDatabaseDSN)
+			if err != nil {
+				return fmt.Errorf("open audit DB for archives: %w", err)
+			}
+			defer asrc.Close()
+			w.AuditArchiver = &retention.Archiver{Src: asrc, Store: st, ChunkRows: cfg.ArchiveChunkRows, Log: log}
+		}
+		runner.WithArchives(w)
 	} else {
 		log.Warn("ARCHIVE_TARGET is blank: archives are not rewritten by erasures")
 	}
