@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"threatview/auditlogger"
@@ -27,19 +28,18 @@ import (
 // provable. Rows are held in memory (about 300 bytes each).
 func ArchivedRows(dir string) ([]Row, map[time.Time]bool, error) {
 	months := map[time.Time]bool{}
-	manifests, err := filepath.Glob(filepath.Join(dir, "audit_events", "*", "manifest.json"))
+	versions, err := archiveVersions(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	var rows []Row
-	for _, m := range manifests {
-		monthDir := filepath.Dir(m)
+	for monthDir, versionDir := range versions {
 		month, err := time.Parse("2006-01", filepath.Base(monthDir))
 		if err != nil {
 			continue
 		}
 		months[month] = true
-		parts, _ := filepath.Glob(filepath.Join(monthDir, "part-*.ndjson.gz"))
+		parts, _ := filepath.Glob(filepath.Join(versionDir, "part-*.ndjson.gz"))
 		sort.Strings(parts)
 		for _, p := range parts {
 			rs, err := readArchivePart(p)
@@ -56,6 +56,37 @@ func ArchivedRows(dir string) ([]Row, map[time.Time]bool, error) {
 		return rows[i].Seq < rows[j].Seq
 	})
 	return rows, months, nil
+}
+
+// archiveVersions maps each archived month's directory to the directory of
+// its latest version: the month's first version lies directly under it, a
+// later one (archiver --force, or a rewrite after an erasure, which removes
+// the version before it) under vN/. The latest is the one the archive
+// record names: each new version is recorded once verified.
+func archiveVersions(dir string) (map[string]string, error) {
+	first, err := filepath.Glob(filepath.Join(dir, "audit_events", "*", "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	later, err := filepath.Glob(filepath.Join(dir, "audit_events", "*", "v*", "manifest.json"))
+	if err != nil {
+		return nil, err
+	}
+	out, version := map[string]string{}, map[string]int{}
+	for _, m := range first {
+		out[filepath.Dir(m)], version[filepath.Dir(m)] = filepath.Dir(m), 1
+	}
+	for _, m := range later {
+		v := filepath.Dir(m)
+		n, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(v), "v"))
+		if err != nil || n < 2 {
+			continue
+		}
+		if month := filepath.Dir(v); n > version[month] {
+			out[month], version[month] = v, n
+		}
+	}
+	return out, nil
 }
 
 func readArchivePart(path string) ([]Row, error) {

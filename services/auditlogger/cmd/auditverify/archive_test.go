@@ -84,6 +84,32 @@ func TestRun_ArchivedMonth(t *testing.T) {
 		t.Fatalf("with the archive: run = %v, output %q", err, out.String())
 	}
 
+	// An erasure rewrites an archived month as a new version under v2/ (the
+	// bodies naming the erased device set to null) and removes the first
+	// one: the month is read from v2/, every row still proven.
+	monthDir := filepath.Join(archiveDir, "audit_events", month.Format("2006-01"))
+	first, _ := filepath.Glob(filepath.Join(monthDir, "*.*"))
+	if err := os.Mkdir(filepath.Join(monthDir, "v2"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range first {
+		if err := os.Rename(f, filepath.Join(monthDir, "v2", filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+	if err := run(ctx, getenv, &out); err != nil || !strings.Contains(out.String(), "checked 150 rows") {
+		t.Fatalf("with the month's archive under v2/: run = %v, output %q", err, out.String())
+	}
+	for _, f := range first {
+		if err := os.Rename(filepath.Join(monthDir, "v2", filepath.Base(f)), f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(monthDir, "v2")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Change one archived row (its outcome) and write the file back.
 	parts, _ := filepath.Glob(filepath.Join(archiveDir, "audit_events", month.Format("2006-01"), "part-*.ndjson.gz"))
 	if len(parts) == 0 {
