@@ -6,6 +6,9 @@ package alerts
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,6 +51,18 @@ func create(t testing.TB, env e2etest.Env, path string, body any) string {
 // of event i, and returns the ids of those with a threat and of the others.
 func send(t testing.TB, env e2etest.Env, app e2etest.App, threats [][]any) (withThreat, without []string) {
 	t.Helper()
+	return sendFrom(t, env, app, "", "android", threats)
+}
+
+// sendFrom is send from client address ip (X-Forwarded-For, which the
+// local collector believes from 127.0.0.1; blank: none) on a device
+// running os.
+func sendFrom(t testing.TB, env e2etest.Env, app e2etest.App, ip, os string, threats [][]any) (withThreat, without []string) {
+	t.Helper()
+	headers := map[string]string{"Content-Type": "application/json"}
+	if ip != "" {
+		headers["X-Forwarded-For"] = ip
+	}
 	for lo := 0; lo < len(threats); lo += 100 {
 		hi := min(lo+100, len(threats))
 		var events []map[string]any
@@ -55,12 +70,12 @@ func send(t testing.TB, env e2etest.Env, app e2etest.App, threats [][]any) (with
 			events = append(events, map[string]any{
 				"type": "app.startup", "event_id": e2etest.UUID(),
 				"app":     map[string]string{"id": app.ID, "version": "2.0.0"},
-				"device":  map[string]string{"id": "e2e-device", "model": "Pixel 8", "manufacturer": "Google", "os": "android", "os_version": "15"},
+				"device":  map[string]string{"id": "e2e-device", "model": "Pixel 8", "manufacturer": "Google", "os": os, "os_version": "15"},
 				"threats": threats[i],
 			})
 		}
 		b, _ := json.Marshal(map[string]any{"events": events})
-		r := e2etest.Do(t, http.MethodPost, env.CollectorURL+"/v1/events", app.Token, b, map[string]string{"Content-Type": "application/json"})
+		r := e2etest.Do(t, http.MethodPost, env.CollectorURL+"/v1/events", app.Token, b, headers)
 		if r.Status != http.StatusAccepted {
 			t.Fatalf("POST /v1/events = %d %s", r.Status, r.Body)
 		}
@@ -77,6 +92,43 @@ func send(t testing.TB, env e2etest.Env, app e2etest.App, threats [][]any) (with
 		}
 	}
 	return withThreat, without
+}
+
+// webhook is the receiving server: every delivery, its signature checked.
+type webhook struct {
+	mu     sync.Mutex
+	secret string
+	got    []delivery
+}
+
+type delivery struct {
+	State    string `json:"state"`
+	RuleID   string `json:"rule_id"`
+	Value    int64  `json:"value"`
+	Country  string `json:"country"`
+	OS       string `json:"os"`
+	ID       string `json:"-"`
+	At       time.Time
+	SigValid bool
+}
+
+func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	m := hmac.New(sha256.New, []byte(h.secret))
+	m.Write(b)
+	var d delivery
+	_ = json.Unmarshal(b, &d)
+	d.ID, d.At = r.Header.Get("X-ThreatView-Delivery"), time.Now()
+	d.SigValid = r.Header.Get("X-ThreatView-Signature") == "sha256="+hex.EncodeToString(m.Sum(nil))
+	h.mu.Lock()
+	h.got = append(h.got, d)
+	h.mu.Unlock()
+}
+
+func (h *webhook) deliveries() []delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]delivery(nil), h.got...)
 }
 
 // ndjson is an HTTP destination keeping the OCSF lines it receives.
@@ -192,4 +244,50 @@ func TestForwarding_ThroughCollector(t *testing.T) {
 		t.Errorf("status = %d %s, want delivered %d", r.Status, r.Body, len(with))
 	}
 	t.Logf("forwarded %d threat events (%d hooking) exactly once; status %s", len(with), len(hookIDs), fmt.Sprint(st))
+}
+
+// TestAlerts_CountryScope sends a spike of one app's hooking events from a
+// German address and a smaller one from a French address through the
+// collector (which places the client by its address): the rule scoped to
+// Germany fires within 60 s, the one scoped to France (same threshold) and
+// the one scoped to Germany on iOS (the devices run Android) do not.
+func TestAlerts_CountryScope(t *testing.T) {
+	env := e2etest.MustEnv(t)
+	app := e2etest.NewApp(t, env, "geo")
+	hook := &webhook{secret: "geo-secret"}
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	rule := func(name, country, os string) string {
+		return create(t, env, "/v1/alert-rules", map[string]any{"name": name + " " + app.ID, "app_id": app.ID,
+			"threat": "hooking", "country": country, "os": os, "window_seconds": 120, "threshold": 20,
+			"channel": map[string]any{"type": "webhook", "url": srv.URL, "secret": hook.secret}})
+	}
+	de, fr, deIOS := rule("germany", "DE", ""), rule("france", "fr", ""), rule("germany ios", "DE", "ios")
+	hooking := func(n int) [][]any {
+		var out [][]any
+		for range n {
+			out = append(out, []any{"hooking"})
+		}
+		return out
+	}
+	spike := time.Now()
+	sendFrom(t, env, app, "31.0.1.10", "Android", hooking(25)) // DE (the test country database)
+	sendFrom(t, env, app, "2.16.1.10", "android", hooking(12)) // FR
+	if err := e2etest.WaitFor(60*time.Second, func() (bool, error) { return len(hook.deliveries()) >= 1, nil }); err != nil {
+		t.Fatalf("no delivery within 60 s of the German spike")
+	}
+	t.Logf("firing delivered %.1f s after the spike", time.Since(spike).Seconds())
+	time.Sleep(6 * time.Second) // three evaluation periods: a wrong firing would show by now
+	got := hook.deliveries()
+	if len(got) != 1 || got[0].RuleID != de || got[0].State != "firing" || got[0].Value != 25 || got[0].Country != "DE" ||
+		!got[0].SigValid || got[0].ID == "" {
+		t.Fatalf("deliveries = %+v, want one signed firing of the German rule (%s) at 25 with country DE", got, de)
+	}
+	for _, id := range []string{fr, deIOS} {
+		r := e2etest.Do(t, http.MethodGet, alertsURL(t)+"/v1/alert-rules/"+id, env.AdminKey, nil, nil)
+		var st struct{ State string }
+		if err := json.Unmarshal(r.Body, &st); err != nil || st.State != "ok" {
+			t.Errorf("rule %s = %d %s, want state ok", id, r.Status, r.Body)
+		}
+	}
 }

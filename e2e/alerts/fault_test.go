@@ -3,55 +3,15 @@
 package alerts
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"threatview/e2e/internal/e2etest"
 	"threatview/platform/testenv"
 )
-
-// webhook is the receiving server: every delivery, its signature checked.
-type webhook struct {
-	mu     sync.Mutex
-	secret string
-	got    []delivery
-}
-
-type delivery struct {
-	State    string `json:"state"`
-	RuleID   string `json:"rule_id"`
-	Value    int64  `json:"value"`
-	ID       string `json:"-"`
-	At       time.Time
-	SigValid bool
-}
-
-func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	m := hmac.New(sha256.New, []byte(h.secret))
-	m.Write(b)
-	var d delivery
-	_ = json.Unmarshal(b, &d)
-	d.ID, d.At = r.Header.Get("X-ThreatView-Delivery"), time.Now()
-	d.SigValid = r.Header.Get("X-ThreatView-Signature") == "sha256="+hex.EncodeToString(m.Sum(nil))
-	h.mu.Lock()
-	h.got = append(h.got, d)
-	h.mu.Unlock()
-}
-
-func (h *webhook) deliveries() []delivery {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]delivery(nil), h.got...)
-}
 
 // TestFault_AlertAcrossKill9 sends a spike of one app's hooking events
 // through the collector, kills the alerts service with SIGKILL right after
