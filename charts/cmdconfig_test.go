@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"threatview/auditlogger/trail/s3store"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/mq"
@@ -39,6 +40,7 @@ var cmdConfigs = map[string]string{
 var platformConfigs = map[string]func() any{
 	"httpserver.Config": func() any { return &httpserver.Config{} },
 	"mq.Config":         func() any { return &mq.Config{} },
+	"s3store.Env":       func() any { return &s3store.Env{} },
 }
 
 // cmdConfigKeys returns the variables the Config struct in dir/*.go reads and

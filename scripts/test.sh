@@ -3,7 +3,7 @@
 # .run/env first). Phases:
 #   1. every module's tests with -race (integration tests need the stack:
 #      THREATVIEW_REQUIRE_SERVICES=1 turns a missing service into a failure);
-#   1b. the archiver's S3 target and the alerts s3 forwarder against a real S3 server (scripts/s3.sh);
+#   1b. the archiver's S3 target, the alerts s3 forwarder and the audit trail's checkpoints against a real S3 server (scripts/s3.sh);
 #   1c. the container images (scripts/images.sh test);
 #   1d. the chart installed into a real API server (scripts/k8s.sh, charts/install_test.go);
 #   2. every fuzz target, briefly (FUZZTIME, default 5s each);
@@ -22,10 +22,11 @@ rc=0
 echo "== phase 1: go test -race in every module"
 bash "$STACK" gotest -race -count=1 -timeout 15m 2>&1 | tee -a "$LOG" || rc=1
 
-echo "== phase 1b: the archiver's S3 target and the alerts s3 forwarder against a real S3 server (versitygw, built once into .run/bin)"
+echo "== phase 1b: the archiver's S3 target, the alerts s3 forwarder and the audit trail's checkpoints against a real S3 server (versitygw, built once into .run/bin)"
 bash scripts/s3.sh start
 ( set -a; . .run/s3.env; set +a; cd services/retention && go test -race -count=1 -tags s3 ./store/ ) 2>&1 | tee -a "$LOG" || rc=1
 ( set -a; . .run/s3.env; set +a; cd services/alerts && go test -race -count=1 -tags s3 -run S3 ./forward/ ) 2>&1 | tee -a "$LOG" || rc=1
+( set -a; . .run/env; . .run/s3.env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; cd services/auditlogger && go test -race -count=1 -tags s3 -run S3 ./trail/s3store/ ./cmd/auditverify/ ) 2>&1 | tee -a "$LOG" || rc=1
 bash scripts/s3.sh stop
 
 echo "== phase 1c: container images (make images, then run each image's binary from its own files)"

@@ -76,6 +76,33 @@ AUDIT_PUBLIC_KEYS: {{ join "," . | quote }}
 {{- with .Values.auditTrail.dir }}
 AUDIT_TRAIL_DIR: {{ . | quote }}
 {{- end }}
+{{ include "threatview.config.auditTrailS3" . }}
+{{- end }}
+
+{{/* The audit trail's S3 copy: the archive's endpoint settings, the trail's bucket and prefix. */}}
+{{- define "threatview.config.auditTrailS3" -}}
+{{- $t := .Values.auditTrail.s3 }}
+{{- if $t.enabled }}
+{{- $a := .Values.archive }}
+{{- $bucket := $t.bucket | default $a.s3.bucket }}
+{{- if and (not $bucket) (hasPrefix "s3://" $a.target) }}
+{{- $bucket = (urlParse $a.target).host }}
+{{- end }}
+{{- if not $bucket }}
+{{- fail "auditTrail.s3.enabled needs auditTrail.s3.bucket or an S3 archive (archive.s3.bucket or archive.target s3://...)" }}
+{{- end }}
+AUDIT_TRAIL_S3_BUCKET: {{ $bucket | quote }}
+AUDIT_TRAIL_S3_PREFIX: {{ $t.prefix | quote }}
+{{- with $a.s3.endpoint }}
+ARCHIVE_S3_ENDPOINT: {{ . | quote }}
+{{- end }}
+{{- with $a.s3.region }}
+ARCHIVE_S3_REGION: {{ . | quote }}
+{{- end }}
+{{- if $a.s3.forcePathStyle }}
+ARCHIVE_S3_FORCE_PATH_STYLE: "true"
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* auditverify: the archive is read from archive.dir when the archive is a directory. */}}
@@ -103,6 +130,13 @@ AUDITVERIFY_ARCHIVE_DIR: {{ .Values.archive.dir | quote }}
 AUDITWORKER_CHECKPOINT_EVERY: {{ .Values.auditTrail.checkpointEvery | quote }}
 {{- with .Values.auditTrail.dir }}
 AUDIT_TRAIL_DIR: {{ . | quote }}
+{{- end }}
+{{ include "threatview.config.auditTrailS3" . }}
+{{- if .Values.auditTrail.s3.enabled }}
+{{- with .Values.auditTrail.s3.lockMode }}
+AUDIT_TRAIL_S3_LOCK_MODE: {{ . | quote }}
+AUDIT_TRAIL_S3_LOCK_DAYS: {{ $.Values.auditTrail.s3.lockDays | quote }}
+{{- end }}
 {{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}

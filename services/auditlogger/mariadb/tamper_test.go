@@ -68,7 +68,7 @@ func newTrailFixture(t *testing.T, batches, perBatch int) *trailFixture {
 }
 
 func (f *trailFixture) verify(tb testing.TB, q mariadb.Querier) *trail.Report {
-	return f.verifyWith(tb, q, trail.StoreReference{Store: f.store})
+	return f.verifyWith(tb, q, trail.StoreReference{Store: f.store, All: true})
 }
 
 func (f *trailFixture) verifyWith(tb testing.TB, q mariadb.Querier, ref trail.Reference) *trail.Report {

@@ -96,16 +96,108 @@ func (d Dir) List(_ context.Context, prefix string) ([]string, error) {
 	return keys, nil
 }
 
-// StoreReference reads the checkpoints and leaf bundles of an ObjectStore
-// (a trail.Reference).
-type StoreReference struct{ Store ObjectStore }
+// ListerAfter is an ObjectStore that lists the keys after a given one
+// without reading those before it (S3's StartAfter).
+type ListerAfter interface {
+	ListAfter(ctx context.Context, prefix, after string) ([]string, error)
+}
 
-// Checkpoints implements Reference.
+// Mirror is an ObjectStore writing every object to each of its stores in
+// turn (a put fails if any fails, and is retried whole: the stores are
+// write-once, so a put of the same bytes again succeeds) and reading from
+// the first.
+type Mirror []ObjectStore
+
+// Put implements ObjectStore.
+func (m Mirror) Put(ctx context.Context, key string, data []byte) error {
+	for _, s := range m {
+		if err := s.Put(ctx, key, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Get implements ObjectStore.
+func (m Mirror) Get(ctx context.Context, key string) ([]byte, error) { return m[0].Get(ctx, key) }
+
+// List implements ObjectStore.
+func (m Mirror) List(ctx context.Context, prefix string) ([]string, error) {
+	return m[0].List(ctx, prefix)
+}
+
+// ListAfter implements ListerAfter.
+func (m Mirror) ListAfter(ctx context.Context, prefix, after string) ([]string, error) {
+	return listAfter(ctx, m[0], prefix, after)
+}
+
+// listAfter lists the keys of s under prefix after after, with s's
+// ListAfter when it has one.
+func listAfter(ctx context.Context, s ObjectStore, prefix, after string) ([]string, error) {
+	if la, ok := s.(ListerAfter); ok {
+		return la.ListAfter(ctx, prefix, after)
+	}
+	keys, err := s.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	i := sort.SearchStrings(keys, after)
+	for i < len(keys) && keys[i] <= after {
+		i++
+	}
+	return keys[i:], nil
+}
+
+// StoreReference reads the checkpoints and leaf bundles of an ObjectStore
+// (a trail.Reference). A verification reads only the checkpoints it needs
+// (CheckpointsSince) unless All is set.
+type StoreReference struct {
+	Store ObjectStore
+	// All makes a verification read every stored checkpoint (a full audit
+	// of the store, one GET per checkpoint) instead of the newest and the
+	// copy of the database's newest trusted one.
+	All bool
+}
+
+// Checkpoints implements Reference: every stored checkpoint.
 func (s StoreReference) Checkpoints(ctx context.Context) ([]Checkpoint, error) {
 	keys, err := s.Store.List(ctx, "checkpoints/")
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
+	return s.read(ctx, keys)
+}
+
+// CheckpointsSince implements SinceReference: the stored copy of since
+// (when there is one) and the newest stored checkpoint, listing only the
+// keys from since's size on. since nil lists every key but still reads
+// only the newest.
+func (s StoreReference) CheckpointsSince(ctx context.Context, since *Checkpoint) ([]Checkpoint, error) {
+	if s.All {
+		return s.Checkpoints(ctx)
+	}
+	after := ""
+	if since != nil {
+		after = fmt.Sprintf("checkpoints/%020d-", since.Size)
+	}
+	keys, err := listAfter(ctx, s.Store, "checkpoints/", after)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var want []string
+	if since != nil {
+		k := checkpointKey(since)
+		if i := sort.SearchStrings(keys, k); i < len(keys) && keys[i] == k {
+			want = append(want, k)
+		}
+	}
+	if n := len(keys); n > 0 && (len(want) == 0 || want[0] != keys[n-1]) {
+		want = append(want, keys[n-1])
+	}
+	return s.read(ctx, want)
+}
+
+func (s StoreReference) read(ctx context.Context, keys []string) ([]Checkpoint, error) {
 	out := make([]Checkpoint, 0, len(keys))
 	for _, k := range keys {
 		b, err := s.Store.Get(ctx, k)
@@ -181,6 +273,12 @@ type Checkpointer struct {
 	Log    *slog.Logger
 	// OnCheckpoint, when set, sees each new checkpoint (metrics).
 	OnCheckpoint func(c *Checkpoint)
+	// OnError, when set, sees each failed checkpoint (metrics); the next
+	// tick tries again, covering every leaf since the last checkpoint made.
+	OnError func(err error)
+	// Timeout bounds one checkpoint (default 30 s), so a stalled object
+	// store delays checkpoints instead of stopping them for good.
+	Timeout time.Duration
 }
 
 // Once makes one checkpoint of the current tree.
@@ -241,8 +339,18 @@ func (c *Checkpointer) Run(ctx context.Context, every time.Duration) {
 			}
 			return
 		case <-t.C:
-			if _, err := c.Once(ctx, time.Now()); err != nil && ctx.Err() == nil {
-				c.Log.Warn("checkpoint failed", "err", err)
+			timeout := c.Timeout
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			octx, cancel := context.WithTimeout(ctx, timeout)
+			_, err := c.Once(octx, time.Now())
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				c.Log.Warn("checkpoint failed; retried at the next tick", "err", err)
+				if c.OnError != nil {
+					c.OnError(err)
+				}
 			}
 		}
 	}

@@ -2,11 +2,13 @@ package trail
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -153,5 +155,67 @@ func TestDir_WriteOnce(t *testing.T) {
 	}
 	if keys, err := d.List(ctx, "checkpoints/"); err != nil || len(keys) != 1 {
 		t.Errorf("List = %v, %v", keys, err)
+	}
+}
+
+// countingStore counts the objects read from an ObjectStore.
+type countingStore struct {
+	Dir
+	gets []string
+}
+
+func (c *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	c.gets = append(c.gets, key)
+	return c.Dir.Get(ctx, key)
+}
+
+// TestStoreReference_ReadsWhatItNeeds: a verification reads the stored copy
+// of the database's newest trusted checkpoint and the newest one, not every
+// checkpoint; All reads every one.
+func TestStoreReference_ReadsWhatItNeeds(t *testing.T) {
+	ctx := t.Context()
+	seed := make([]byte, ed25519.SeedSize)
+	signer, _, err := ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &countingStore{Dir: Dir{Root: t.TempDir()}}
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	var cps []Checkpoint
+	for i := range 40 {
+		c := signer.Sign(uint64(10*i), make([]byte, HashSize), t0.Add(time.Duration(i)*10*time.Second))
+		if err := st.Put(ctx, checkpointKey(&c), MarshalCheckpoint(&c)); err != nil {
+			t.Fatal(err)
+		}
+		cps = append(cps, c)
+	}
+	ref := StoreReference{Store: st}
+	for _, tc := range []struct {
+		name  string
+		since *Checkpoint
+		want  []uint64
+	}{
+		{"since an older one", &cps[25], []uint64{250, 390}},
+		{"since the newest", &cps[39], []uint64{390}},
+		{"no trusted checkpoint in the database", nil, []uint64{390}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st.gets = nil
+			got, err := ref.CheckpointsSince(ctx, tc.since)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []uint64
+			for _, c := range got {
+				sizes = append(sizes, c.Size)
+			}
+			if fmt.Sprint(sizes) != fmt.Sprint(tc.want) || len(st.gets) != len(tc.want) {
+				t.Errorf("read sizes %v with %d GETs, want %v", sizes, len(st.gets), tc.want)
+			}
+		})
+	}
+	st.gets = nil
+	if got, err := (StoreReference{Store: st, All: true}).CheckpointsSince(ctx, &cps[39]); err != nil || len(got) != 40 || len(st.gets) != 40 {
+		t.Errorf("All: %d checkpoints, %d GETs, %v; want 40", len(got), len(st.gets), err)
 	}
 }

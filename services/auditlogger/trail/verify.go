@@ -98,6 +98,15 @@ type Reference interface {
 	Entries(ctx context.Context) iter.Seq2[Entry, error]
 }
 
+// SinceReference is a Reference that reads only the checkpoints a
+// verification needs: the stored copy of since (the database's newest
+// trusted checkpoint, nil when it has none) and the newest one stored. The
+// newest signs every leaf before it, so the older ones add nothing a
+// verification needs (and a locked bucket keeps them unchanged).
+type SinceReference interface {
+	CheckpointsSince(ctx context.Context, since *Checkpoint) ([]Checkpoint, error)
+}
+
 // Options narrow a verification's report (not its checks) to rows whose
 // time is in [From, To).
 type Options struct {
@@ -379,7 +388,12 @@ func (v *verifier) checkpoints(ctx context.Context, src Source, ref Reference, k
 	}
 	dbCount := len(all)
 	if ref != nil {
-		more, err := ref.Checkpoints(ctx)
+		var more []Checkpoint
+		if sr, ok := ref.(SinceReference); ok {
+			more, err = sr.CheckpointsSince(ctx, newestTrusted(all, keys))
+		} else {
+			more, err = ref.Checkpoints(ctx)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -416,6 +430,17 @@ func (v *verifier) checkpoints(ctx context.Context, src Source, ref Reference, k
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Size < out[j].Size })
 	return out, nil
+}
+
+// newestTrusted returns the newest checkpoint in cps (ascending N, which
+// the worker writes in ascending size) that keys signed, nil when none is.
+func newestTrusted(cps []Checkpoint, keys Keyring) *Checkpoint {
+	for i := len(cps) - 1; i >= 0; i-- {
+		if keys.Verify(&cps[i]) == nil {
+			return &cps[i]
+		}
+	}
+	return nil
 }
 
 // resolve names each candidate: reordered when its leaf is the reference's

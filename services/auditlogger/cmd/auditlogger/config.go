@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"threatview/auditlogger/trail/s3store"
 	"time"
 
 	"threatview/platform/httpserver"
@@ -46,6 +47,9 @@ type Config struct {
 	// bundles to (outside the database); blank verifies against the
 	// database's checkpoints alone.
 	TrailDir string `env:"AUDIT_TRAIL_DIR"`
+	// TrailS3 is the bucket the worker writes them to (AUDIT_TRAIL_S3_*,
+	// ARCHIVE_S3_*); with both set, verification reads the bucket.
+	TrailS3 s3store.Env
 }
 
 // Validate checks the relations between fields; the error names the variable.

@@ -9,6 +9,7 @@ import (
 	"threatview/auditlogger/httpapi"
 	"threatview/auditlogger/mariadb"
 	"threatview/auditlogger/trail"
+	"threatview/auditlogger/trail/s3store"
 	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
@@ -59,8 +60,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return err
 		}
 		tr = &httpapi.Trail{DB: mariadb.NewTrail(db), Keys: keys, Metrics: httpapi.NewTrailMetrics(reg)}
-		if cfg.TrailDir != "" {
-			tr.Ref = trail.StoreReference{Store: trail.Dir{Root: cfg.TrailDir}}
+		st, err := s3store.Open(ctx, cfg.TrailDir, cfg.TrailS3, nil)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			tr.Ref = trail.StoreReference{Store: st}
 		}
 	}
 	api := httpapi.New(pub, store, httpapi.Options{

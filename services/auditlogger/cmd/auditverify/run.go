@@ -10,6 +10,7 @@ import (
 
 	"threatview/auditlogger/mariadb"
 	"threatview/auditlogger/trail"
+	"threatview/auditlogger/trail/s3store"
 	"threatview/platform/config"
 )
 
@@ -21,6 +22,13 @@ type Config struct {
 	PublicKeys string `env:"AUDIT_PUBLIC_KEYS"`
 	// TrailDir holds the checkpoints and leaf bundles the worker wrote.
 	TrailDir string `env:"AUDIT_TRAIL_DIR"`
+	// TrailS3 is the bucket the worker writes them to (AUDIT_TRAIL_S3_*,
+	// ARCHIVE_S3_*); with both set, the bucket is read.
+	TrailS3 s3store.Env
+	// AllCheckpoints reads every checkpoint in the object store (one GET
+	// each) instead of the newest and the copy of the database's newest
+	// trusted one.
+	AllCheckpoints bool `env:"AUDITVERIFY_ALL_CHECKPOINTS" envDefault:"false"`
 	// ArchiveDir is the retention archiver's directory target (or a copy of
 	// its S3 bucket): archived months are verified row by row from it.
 	ArchiveDir string `env:"AUDITVERIFY_ARCHIVE_DIR"`
@@ -72,8 +80,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		source = trail.WithArchive{Source: src, Archive: rows, Months: months}
 	}
 	var ref trail.Reference
-	if cfg.TrailDir != "" {
-		ref = trail.StoreReference{Store: trail.Dir{Root: cfg.TrailDir}}
+	st, err := s3store.Open(ctx, cfg.TrailDir, cfg.TrailS3, nil)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		ref = trail.StoreReference{Store: st, All: cfg.AllCheckpoints}
 	}
 	start := time.Now()
 	rep, err := trail.Verify(ctx, source, ref, keys, trail.Options{MaxProblems: 1 << 30})

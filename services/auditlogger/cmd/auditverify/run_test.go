@@ -19,12 +19,7 @@ import (
 func TestRun(t *testing.T) {
 	ctx := context.Background()
 	dsn, db := audittest.MustDB(t)
-	seed := make([]byte, ed25519.SeedSize)
-	_, _ = rand.Read(seed)
-	signer, _, err := trail.ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
-	if err != nil {
-		t.Fatal(err)
-	}
+	signer := newSigner(t)
 	dir := t.TempDir()
 	recs := audittest.Records(50, time.Now().Add(-time.Hour))
 	if _, err := mariadb.New(db).Insert(ctx, recs); err != nil {
@@ -70,4 +65,16 @@ func TestRun(t *testing.T) {
 			t.Fatalf("run with another key = %v, output %q", err, out.String())
 		}
 	})
+}
+
+// newSigner returns a checkpoint signer with a fresh key.
+func newSigner(t *testing.T) *trail.Signer {
+	t.Helper()
+	seed := make([]byte, ed25519.SeedSize)
+	_, _ = rand.Read(seed)
+	signer, _, err := trail.ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
+	"threatview/auditlogger/trail/s3store"
 	"threatview/platform/httpserver"
 	"threatview/platform/mq"
 )
@@ -35,6 +37,10 @@ type Config struct {
 	// TrailDir receives every checkpoint and leaf bundle outside the
 	// database (a volume; in production an S3 bucket with Object Lock).
 	TrailDir string `env:"AUDIT_TRAIL_DIR"`
+	// TrailS3 is the bucket receiving every checkpoint and leaf bundle
+	// (AUDIT_TRAIL_S3_BUCKET, with the archive's ARCHIVE_S3_* endpoint
+	// settings and Object Lock headers from AUDIT_TRAIL_S3_LOCK_*).
+	TrailS3 s3store.Env
 	// CheckpointEvery is how often a checkpoint is signed (and at shutdown).
 	CheckpointEvery time.Duration `env:"AUDITWORKER_CHECKPOINT_EVERY" envDefault:"10s"`
 }
@@ -56,6 +62,10 @@ func (c *Config) Validate() error {
 		return errors.New("AUDITWORKER_PARTITIONS_AHEAD must not be negative")
 	case c.CheckpointEvery < 100*time.Millisecond || c.CheckpointEvery > 10*time.Second:
 		return errors.New("AUDITWORKER_CHECKPOINT_EVERY must be from 100ms to 10s")
+	case c.TrailS3.LockDays < 0:
+		return errors.New("AUDIT_TRAIL_S3_LOCK_DAYS must not be negative")
+	case c.TrailS3.Bucket != "" && c.TrailS3.Config().Validate() != nil:
+		return fmt.Errorf("AUDIT_TRAIL_S3_LOCK_MODE, AUDIT_TRAIL_S3_LOCK_DAYS: %w", c.TrailS3.Config().Validate())
 	case c.LockTimeout < time.Second:
 		return errors.New("AUDITWORKER_LOCK_TIMEOUT must be at least 1s")
 	}

@@ -15,6 +15,7 @@ import (
 	"threatview/auditlogger"
 	"threatview/auditlogger/mariadb"
 	"threatview/auditlogger/trail"
+	"threatview/auditlogger/trail/s3store"
 	"threatview/migrations"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
@@ -84,13 +85,26 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 			Name: "auditworker_checkpoint_timestamp_seconds",
 			Help: "Unix time of the latest signed checkpoint.",
 		})
-		reg.MustRegister(cpSize, cpTime)
-		cp = &trail.Checkpointer{DB: mariadb.NewTrail(db), Signer: signer, Log: log,
-			OnCheckpoint: func(c *trail.Checkpoint) { cpSize.Set(float64(c.Size)); cpTime.Set(float64(c.Time.Unix())) }}
-		if cfg.TrailDir != "" {
-			cp.Store = trail.Dir{Root: cfg.TrailDir}
+		cpFailed := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "auditworker_checkpoint_failures_total",
+			Help: "Checkpoints that could not be made (each is retried at the next tick, covering every leaf since the last one made).",
+		})
+		putFailed := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "auditworker_trail_store_put_failures_total",
+			Help: "Failed writes of checkpoints and leaf bundles to the object store, by store (s3 or dir).",
+		}, []string{"store"})
+		reg.MustRegister(cpSize, cpTime, cpFailed, putFailed)
+		store, err := s3store.Open(ctx, cfg.TrailDir, cfg.TrailS3, func(kind string, s trail.ObjectStore) trail.ObjectStore {
+			return countedStore{ObjectStore: s, failed: putFailed.WithLabelValues(kind)}
+		})
+		if err != nil {
+			return err
 		}
-		log.Info("checkpoints signed", "key_id", signer.KeyID, "every", cfg.CheckpointEvery.String(), "dir", cfg.TrailDir)
+		cp = &trail.Checkpointer{DB: mariadb.NewTrail(db), Store: store, Signer: signer, Log: log,
+			OnCheckpoint: func(c *trail.Checkpoint) { cpSize.Set(float64(c.Size)); cpTime.Set(float64(c.Time.Unix())) },
+			OnError:      func(error) { cpFailed.Inc() }}
+		log.Info("checkpoints signed", "key_id", signer.KeyID, "every", cfg.CheckpointEvery.String(), "dir", cfg.TrailDir,
+			"s3_bucket", cfg.TrailS3.Bucket, "s3_prefix", cfg.TrailS3.Prefix, "object_lock", cfg.TrailS3.LockMode)
 	} else {
 		log.Warn("AUDIT_SIGNING_KEYS is blank: audit rows are chained but no checkpoint is signed")
 	}
@@ -121,6 +135,20 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// countedStore counts an object store's failed writes.
+type countedStore struct {
+	trail.ObjectStore
+	failed prometheus.Counter
+}
+
+func (c countedStore) Put(ctx context.Context, key string, data []byte) error {
+	err := c.ObjectStore.Put(ctx, key, data)
+	if err != nil {
+		c.failed.Inc()
+	}
+	return err
 }
 
 // lead consumes the queue while the worker lock holds (ctx ends when it is
