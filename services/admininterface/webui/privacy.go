@@ -126,6 +126,9 @@ func (s *Server) requestErasure(w http.ResponseWriter, r *http.Request) {
 type erasureData struct {
 	E          upstream.Erasure
 	InProgress bool
+	// Suppressed tells whether the device is suppressed now ("yes", "no",
+	// or "" when the service could not say).
+	Suppressed string
 }
 
 // erasureReport shows one erasure: its state, and once done the rows
@@ -145,8 +148,21 @@ func (s *Server) erasureReport(w http.ResponseWriter, r *http.Request) {
 		s.privacyFail(w, r, "Reading the erasure", err, false)
 		return
 	}
+	d := erasureData{E: e, InProgress: e.Status == "queued" || e.Status == "running"}
+	// The report is what the erasure did; whether the device is still
+	// suppressed is today's state, which a lift may have changed since.
+	if sup, err := s.deps.Privacy.Suppressions(r.Context(), sessionOf(r).Token); err != nil {
+		s.log.Warn("privacy suppressions", "erasure_id", id, "err", err)
+	} else {
+		d.Suppressed = "no"
+		for _, x := range sup {
+			if x.AppID == e.AppID && x.DeviceID == e.DeviceID {
+				d.Suppressed = "yes"
+			}
+		}
+	}
 	flash := map[string]string{"requested": "Erasure requested and recorded in the audit trail under your name."}[r.URL.Query().Get("done")]
-	s.render(w, r, http.StatusOK, "erasure", "Erasure report", erasureData{E: e, InProgress: e.Status == "queued" || e.Status == "running"}, flash, "")
+	s.render(w, r, http.StatusOK, "erasure", "Erasure report", d, flash, "")
 }
 
 // liftSuppression lets a device's new events be stored again, after a

@@ -48,7 +48,7 @@ func startUI(t *testing.T, st stackEnv) string {
 	env := map[string]string{
 		"HTTP_ADDR": "127.0.0.1:0", "LOG_LEVEL": "warn",
 		"IDENTITY_SERVICE_URL": st.identity, "TOKENS_SERVICE_URL": st.tokens, "AUDITLOGGER_SERVICE_URL": st.audit,
-		"VISUALRENDERER_SERVICE_URL": st.renderer, "INTERNAL_KEY": st.internal, "ALERTS_SERVICE_URL": os.Getenv("THREATVIEW_ALERTS_URL"),
+		"VISUALRENDERER_SERVICE_URL": st.renderer, "INTERNAL_KEY": st.internal, "ALERTS_SERVICE_URL": os.Getenv("THREATVIEW_ALERTS_URL"), "PRIVACY_SERVICE_URL": os.Getenv("THREATVIEW_PRIVACY_URL"),
 		"ADMINUI_SESSION_KEY": strings.Repeat("5a", 32), "ADMINUI_COLLECTOR_PUBLIC_URL": st.collector,
 		"ADMINUI_STATUS_TARGETS": "collector=" + st.collector + ",auditlogger=" + st.audit + ",processor=http://127.0.0.1:8082," +
 			"tokens=" + st.tokens + ",auditworker=http://127.0.0.1:8084,identity=" + st.identity + ",visualrenderer=" + st.renderer,
@@ -86,17 +86,7 @@ func startUI(t *testing.T, st stackEnv) string {
 // postEvent sends one event with token, as an app would.
 func postEvent(t *testing.T, collector, token, appID string) int {
 	t.Helper()
-	body := `{"type":"app.startup","app":{"id":"` + appID + `","version":"1.0.0"},"device":{"model":"Pixel 8","manufacturer":"Google","os":"android","os_version":"14"},"threats":[]}`
-	req, _ := http.NewRequest(http.MethodPost, collector+"/v1/events", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST /v1/events: %v", err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return postDeviceEvent(t, collector, token, appID, "")
 }
 
 // createPerson adds a person through identity's users API (admin key).

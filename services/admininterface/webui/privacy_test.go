@@ -1,0 +1,367 @@
+package webui
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"threatview/admininterface/upstream"
+	"threatview/platform/httpserver"
+)
+
+// fakePrivacy is the privacy service's HTTP contract as the pages use it
+// (its answers, codes and messages as services/retention/privacy sends
+// them); the browser walk in cmd/admininterface drives the real one.
+type fakePrivacy struct {
+	mu           sync.Mutex
+	known        map[string]bool
+	erasures     []upstream.Erasure
+	suppressions []upstream.Suppression
+	calls        []string // method, path and bearer of every call
+	bodies       []map[string]any
+	unavailable  bool // answer 503 as the service does when its audit trail is down
+}
+
+func (f *fakePrivacy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	if f.unavailable {
+		w.Header().Set("Retry-After", "2")
+		httpserver.WriteError(w, http.StatusServiceUnavailable, "unavailable", "the audit trail is unavailable; nothing was changed", nil)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/erasures":
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.bodies = append(f.bodies, body)
+		app, _ := body["app_id"].(string)
+		dev, _ := body["device_id"].(string)
+		switch {
+		case strings.TrimSpace(dev) == "":
+			httpserver.WriteError(w, 422, "invalid", "device_id is required", nil)
+			return
+		case !f.known[app]:
+			httpserver.WriteError(w, 422, "unknown_app", "no data is stored for this app_id", nil)
+			return
+		}
+		for _, e := range f.erasures {
+			if e.AppID == app && e.DeviceID == dev && e.Status == "queued" {
+				httpserver.WriteError(w, 409, "erasure_in_progress", "an erasure of this device is already queued or running", nil)
+				return
+			}
+		}
+		e := upstream.Erasure{ID: "0190a8c2-6f7e-7c3a-9b1d-00000000000" + string(rune('0'+len(f.erasures))), AppID: app, DeviceID: dev,
+			Suppress: body["suppress"] == true, Status: "queued", RequestedBy: "ada", RequestedAt: time.Now()}
+		f.erasures = append([]upstream.Erasure{e}, f.erasures...)
+		httpserver.WriteJSON(w, 202, map[string]string{"id": e.ID, "status": e.Status})
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/erasures":
+		httpserver.WriteJSON(w, 200, map[string]any{"erasures": f.erasures})
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/v1/erasures/"):
+		for _, e := range f.erasures {
+			if e.ID == strings.TrimPrefix(r.URL.Path, "/v1/erasures/") {
+				httpserver.WriteJSON(w, 200, e)
+				return
+			}
+		}
+		httpserver.WriteError(w, 404, "not_found", "no such erasure or suppression", nil)
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/suppressions":
+		httpserver.WriteJSON(w, 200, map[string]any{"suppressions": f.suppressions})
+	case r.Method == http.MethodDelete && r.URL.Path == "/v1/suppressions":
+		q := r.URL.Query()
+		for i, s := range f.suppressions {
+			if s.AppID == q.Get("app_id") && s.DeviceID == q.Get("device_id") {
+				f.suppressions = append(f.suppressions[:i], f.suppressions[i+1:]...)
+				w.WriteHeader(204)
+				return
+			}
+		}
+		httpserver.WriteError(w, 404, "not_found", "no such erasure or suppression", nil)
+	default:
+		httpserver.WriteError(w, 404, "not_found", "no such resource", nil)
+	}
+}
+
+// count returns how many calls were method path.
+func (f *fakePrivacy) count(method, path string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if strings.HasPrefix(c, method+" "+path+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func newPrivacyHarness(t *testing.T) (*harness, *fakePrivacy) {
+	h := newHarness(t)
+	fp := &fakePrivacy{known: map[string]bool{"shop": true}}
+	srv := httptest.NewServer(fp)
+	t.Cleanup(srv.Close)
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(srv.URL, nil, 5*time.Second)}
+	return h, fp
+}
+
+// TestPrivacy_Erasure walks a request: the form, its confirmation (nothing
+// sent before it), the request with the person's token, the report; and
+// the service's refusals shown as what they mean, with nothing requested.
+func TestPrivacy_Erasure(t *testing.T) {
+	h, fp := newPrivacyHarness(t)
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	resp, page := b.do("GET", "/privacy", nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, `id="suppress" name="suppress" type="checkbox" value="yes" checked`) ||
+		!strings.Contains(page, "No erasure has been requested yet") {
+		t.Fatalf("GET /privacy = %d, want the form with suppress checked and an empty list:\n%.2000s", resp.StatusCode, page)
+	}
+	if !strings.Contains(page, `<a href="/privacy" aria-current="page">Privacy</a>`) {
+		t.Error("the navigation does not mark Privacy as the current page")
+	}
+	form := url.Values{"csrf": {csrf}, "app_id": {" shop "}, "device_id": {"dev-1"}, "suppress": {"yes"}}
+
+	t.Run("ConfirmFirst", func(t *testing.T) {
+		resp, page := b.do("POST", "/privacy/erasures", form)
+		if resp.StatusCode != 200 || !strings.Contains(page, "Erase every event of device “dev-1” of app “shop”?") ||
+			!strings.Contains(page, "cannot be undone") || !strings.Contains(page, `name="suppress" value="yes"`) {
+			t.Fatalf("POST without confirm = %d, want the confirmation:\n%.2000s", resp.StatusCode, page)
+		}
+		if n := fp.count("POST", "/v1/erasures"); n != 0 {
+			t.Fatalf("the privacy service was asked %d times before the confirmation", n)
+		}
+	})
+	t.Run("OK", func(t *testing.T) {
+		confirmed := url.Values{"confirm": {"yes"}}
+		for k, v := range form {
+			confirmed[k] = v
+		}
+		resp, _ := b.do("POST", "/privacy/erasures", confirmed)
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/privacy/erasures/0190a8c2-") {
+			t.Fatalf("confirmed POST = %d to %q, want 303 to the report", resp.StatusCode, loc)
+		}
+		fp.mu.Lock()
+		body, call := fp.bodies[0], fp.calls[len(fp.calls)-1]
+		fp.mu.Unlock()
+		if body["app_id"] != "shop" || body["device_id"] != "dev-1" || body["suppress"] != true || !strings.HasSuffix(call, "Bearer at-ada") {
+			t.Errorf("sent %v as %q, want shop/dev-1/suppress with the person's token", body, call)
+		}
+		resp, page := b.do("GET", loc, nil)
+		if resp.StatusCode != 200 || !strings.Contains(page, "Erasure requested") || !strings.Contains(page, "queued") ||
+			!strings.Contains(page, "Not run yet") {
+			t.Errorf("report = %d:\n%.3000s", resp.StatusCode, page)
+		}
+	})
+	for _, c := range []struct {
+		name  string
+		form  url.Values
+		want  int
+		msg   string
+		sends int
+	}{
+		{"ErrEmptyDevice", url.Values{"app_id": {"shop"}, "device_id": {"  "}, "confirm": {"yes"}}, 400, "Enter the device id. Nothing was requested.", 0},
+		{"ErrEmptyApp", url.Values{"app_id": {""}, "device_id": {"d"}}, 400, "Enter the app id.", 0},
+		{"ErrUnknownApp", url.Values{"app_id": {"nope"}, "device_id": {"d"}, "confirm": {"yes"}}, 422, "No data is stored for app “nope”: check the app id. Nothing was requested.", 1},
+		{"ErrInProgress", url.Values{"app_id": {"shop"}, "device_id": {"dev-1"}, "confirm": {"yes"}}, 409, "already queued or running", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := fp.count("POST", "/v1/erasures")
+			c.form.Set("csrf", csrf)
+			resp, page := b.do("POST", "/privacy/erasures", c.form)
+			if resp.StatusCode != c.want || !strings.Contains(page, c.msg) || !strings.Contains(page, `value="`+c.form.Get("device_id")+`"`) {
+				t.Errorf("POST %v = %d, want %d with %q and the form kept:\n%.2000s", c.form, resp.StatusCode, c.want, c.msg, page)
+			}
+			if strings.Contains(page, "answered") || strings.Contains(page, "http://") {
+				t.Errorf("the page shows the service's address or raw answer:\n%.2000s", page)
+			}
+			if n := fp.count("POST", "/v1/erasures") - before; n != c.sends {
+				t.Errorf("the privacy service was asked %d times, want %d", n, c.sends)
+			}
+			fp.mu.Lock()
+			n := len(fp.erasures)
+			fp.mu.Unlock()
+			if n != 1 {
+				t.Errorf("%d erasures after a refusal, want the 1 requested before", n)
+			}
+		})
+	}
+	t.Run("ErrCSRF", func(t *testing.T) {
+		before := fp.count("POST", "/v1/erasures")
+		f := url.Values{"app_id": {"shop"}, "device_id": {"dev-2"}, "confirm": {"yes"}, "csrf": {csrf + "x"}}
+		if resp, _ := b.do("POST", "/privacy/erasures", f); resp.StatusCode != http.StatusForbidden || fp.count("POST", "/v1/erasures") != before {
+			t.Errorf("POST with a wrong CSRF token = %d, want 403 and nothing sent", resp.StatusCode)
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		for _, p := range []string{"/privacy/erasures/not-a-uuid", "/privacy/erasures/0190a8c2-6f7e-7c3a-9b1d-2f4e5a6b7c8d"} {
+			if resp, _ := b.do("GET", p, nil); resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET %s = %d, want 404", p, resp.StatusCode)
+			}
+		}
+	})
+}
+
+// TestPrivacy_Report shows a finished erasure's figures per store, the
+// archives rewritten, the verification, and a failed one's reason.
+func TestPrivacy_Report(t *testing.T) {
+	h, fp := newPrivacyHarness(t)
+	fin := time.Date(2026, 12, 2, 10, 0, 5, 0, time.UTC)
+	fp.erasures = []upstream.Erasure{
+		{ID: "0190a8c2-6f7e-7c3a-9b1d-000000000001", AppID: "shop", DeviceID: "dev-9", Suppress: true, Status: "done", RequestedBy: "ada",
+			RequestedAt: fin.Add(-5 * time.Second), FinishedAt: &fin, Attempts: 1, Report: upstream.ErasureReport{
+				EventsDeleted: 120, FactsDeleted: 118, RollupRowsAdjusted: 36, RollupRowsRemoved: 4, LateEventsDeleted: 2, AuditBodiesRedacted: 3,
+				ArchivedMonths: []string{"2026-10"}, Suppressed: true, Seconds: 5.1, Batches: 1,
+				ArchivesRewritten: []upstream.ArchiveRewrite{{Table: "events.events", Month: "2026-10", RowsRemoved: 7, Rows: 993, ContentSHA256: "ab12", OldLocation: "s3://a/old", Location: "s3://a/new"}},
+				Verification:      &upstream.ErasureVerification{Clean: true}}},
+		{ID: "0190a8c2-6f7e-7c3a-9b1d-000000000002", AppID: "shop", DeviceID: "dev-8", Status: "failed", RequestedBy: "ada",
+			RequestedAt: fin, Attempts: 3, Error: "rewrite archive 2026-10: the archive store refused"},
+	}
+	fp.suppressions = []upstream.Suppression{{AppID: "shop", DeviceID: "dev-9", CreatedAt: fin, CreatedBy: "ada", ErasureID: fp.erasures[0].ID}}
+	b := h.browser(t)
+	b.signIn("ada")
+	_, list := b.do("GET", "/privacy", nil)
+	for _, want := range []string{`data-erasure="0190a8c2-6f7e-7c3a-9b1d-000000000001"`, "<td>120</td><td>3</td><td>1</td>",
+		"rewrite archive 2026-10: the archive store refused (attempt 3)"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%.4000s", want, list)
+		}
+	}
+	_, page := b.do("GET", "/privacy/erasures/0190a8c2-6f7e-7c3a-9b1d-000000000001", nil)
+	for _, want := range []string{"<td>events (every partition)</td><td>120</td>", "<td>facts</td><td>118</td>", "<td>late events</td><td>2</td>",
+		"<td>audit trail bodies</td><td>3</td>", "<td>rollups</td><td>36</td><td>adjusted, of which 4 reached 0",
+		"<td>events.events</td><td>2026-10</td><td>7</td><td>993</td>", "Verified: a final count finds nothing of this device left",
+		"requested; in place: the device's new events are dropped", `action="/privacy/suppressions/lift"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q:\n%.5000s", want, page)
+		}
+	}
+	_, page = b.do("GET", "/privacy/erasures/0190a8c2-6f7e-7c3a-9b1d-000000000002", nil)
+	if !strings.Contains(page, "Failed: rewrite archive 2026-10: the archive store refused") || !strings.Contains(page, "not requested") ||
+		strings.Contains(page, `action="/privacy/suppressions/lift"`) {
+		t.Errorf("failed erasure's report lacks its reason:\n%.3000s", page)
+	}
+}
+
+// TestPrivacy_Lift lifts a suppression after a confirmation, with the
+// person's token; lifting one that is gone says so.
+func TestPrivacy_Lift(t *testing.T) {
+	h, fp := newPrivacyHarness(t)
+	fp.suppressions = []upstream.Suppression{{AppID: "shop", DeviceID: "dev 7", CreatedAt: time.Now(), CreatedBy: "ada"}}
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	form := url.Values{"csrf": {csrf}, "app_id": {"shop"}, "device_id": {"dev 7"}}
+	resp, page := b.do("POST", "/privacy/suppressions/lift", form)
+	if resp.StatusCode != 200 || !strings.Contains(page, "Lift the suppression of device “dev 7” of app “shop”?") || fp.count("DELETE", "/v1/suppressions") != 0 {
+		t.Fatalf("lift without confirm = %d (deletes %d), want the confirmation and nothing sent", resp.StatusCode, fp.count("DELETE", "/v1/suppressions"))
+	}
+	form.Set("confirm", "yes")
+	resp, _ = b.do("POST", "/privacy/suppressions/lift", form)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/privacy?done=lifted" {
+		t.Fatalf("confirmed lift = %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	fp.mu.Lock()
+	left, last := len(fp.suppressions), fp.calls[len(fp.calls)-1]
+	fp.mu.Unlock()
+	if left != 0 || last != "DELETE /v1/suppressions Bearer at-ada" {
+		t.Errorf("after the lift %d suppressions, last call %q; want none, with the person's token", left, last)
+	}
+	resp, page = b.do("POST", "/privacy/suppressions/lift", form)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "That device is not suppressed") {
+		t.Errorf("lifting again = %d:\n%.1500s", resp.StatusCode, page)
+	}
+}
+
+// TestPrivacy_Refusals: no service configured, roles other than admin, and
+// a lift that names no device.
+func TestPrivacy_Refusals(t *testing.T) {
+	h := newHarness(t)
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	if resp, page := b.do("GET", "/privacy", nil); resp.StatusCode != http.StatusNotFound || !strings.Contains(page, "PRIVACY_SERVICE_URL") {
+		t.Errorf("GET /privacy with no privacy service = %d, want 404 naming PRIVACY_SERVICE_URL", resp.StatusCode)
+	}
+	if _, page := b.do("GET", "/dashboards", nil); !strings.Contains(page, `href="/privacy"`) {
+		t.Error("an admin's navigation has no Privacy link")
+	}
+	h2, fp := newPrivacyHarness(t)
+	b = h2.browser(t)
+	csrf = b.signIn("ada")
+	if resp, _ := b.do("POST", "/privacy/suppressions/lift", url.Values{"csrf": {csrf}, "app_id": {"shop"}, "confirm": {"yes"}}); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("lift without a device id = %d, want 400", resp.StatusCode)
+	}
+	for _, who := range []string{"ann", "aud"} {
+		o := h2.browser(t)
+		c := o.signIn(who)
+		if resp, page := o.do("GET", "/privacy", nil); resp.StatusCode != http.StatusForbidden || strings.Contains(page, `href="/privacy"`) {
+			t.Errorf("GET /privacy as %s = %d, want 403 and no Privacy link", who, resp.StatusCode)
+		}
+		if resp, _ := o.do("POST", "/privacy/erasures", url.Values{"csrf": {c}, "app_id": {"shop"}, "device_id": {"d"}, "confirm": {"yes"}}); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("POST /privacy/erasures as %s = %d, want 403", who, resp.StatusCode)
+		}
+	}
+	if n := fp.count("POST", "/v1/erasures") + fp.count("DELETE", "/v1/suppressions"); n != 0 {
+		t.Errorf("the privacy service was asked to change something %d times", n)
+	}
+}
+
+// TestPrivacy_Outage: the service answering 503, stalled, or gone gives a
+// readable page within the upstream timeout, never a hang or a trace, and
+// says whether a request may have gone through.
+func TestPrivacy_Outage(t *testing.T) {
+	h, fp := newPrivacyHarness(t)
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	request := url.Values{"csrf": {csrf}, "app_id": {"shop"}, "device_id": {"d"}, "confirm": {"yes"}}
+
+	fp.mu.Lock()
+	fp.unavailable = true
+	fp.mu.Unlock()
+	resp, page := b.do("POST", "/privacy/erasures", request)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(page, "the audit trail is unavailable; nothing was changed") {
+		t.Errorf("service 503 = %d (Retry-After %q):\n%.1500s", resp.StatusCode, resp.Header.Get("Retry-After"), page)
+	}
+
+	release := make(chan struct{})
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	t.Cleanup(func() { close(release); stall.Close() })
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(stall.URL, nil, 300*time.Millisecond)}
+	for _, c := range []struct {
+		method, path string
+		form         url.Values
+		maybe        bool
+	}{
+		{"GET", "/privacy", nil, false},
+		{"GET", "/privacy/erasures/0190a8c2-6f7e-7c3a-9b1d-2f4e5a6b7c8d", nil, false},
+		{"POST", "/privacy/erasures", request, true},
+	} {
+		start := time.Now()
+		resp, page := b.do(c.method, c.path, c.form)
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusGatewayTimeout || took > 3*time.Second || !strings.Contains(page, "the privacy service did not answer in time") ||
+			strings.Contains(page, "may have reached it") != c.maybe {
+			t.Errorf("%s %s, service stalled = %d after %v:\n%.1500s", c.method, c.path, resp.StatusCode, took, page)
+		}
+	}
+
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close()
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(gone.URL, nil, 300*time.Millisecond)}
+	resp, page = b.do("GET", "/privacy", nil)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(page, "Listing the erasure requests: the privacy service did not answer") ||
+		strings.Contains(page, gone.URL) || strings.Contains(page, "goroutine") {
+		t.Errorf("service down = %d:\n%.1500s", resp.StatusCode, page)
+	}
+}
