@@ -6,3 +6,7 @@ export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
 if [ -d "$THREATVIEW_ROOT/services/identity" ]; then
   export IDENTITY_JWKS_URL="http://127.0.0.1:8085/.well-known/jwks.json"
 fi
+# An erasure rewrites the archived months that hold the device: the archive
+# the local archiver writes (e2e/privacy runs the archiver and cleanup on it).
+mkdir -p "$THREATVIEW_ROOT/.run/archive"
+export ARCHIVE_TARGET="dir://$THREATVIEW_ROOT/.run/archive"
