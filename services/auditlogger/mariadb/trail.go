@@ -160,8 +160,8 @@ func (s *Store) insertTx(ctx context.Context, recs []wire.AuditRecord) (int, err
 	}
 	for i := range recs {
 		args, f := rowArgs(&recs[i])
-		buf = trail.AppendLeafData(buf[:0], f)
-		leaf := trail.Hasher.HashLeaf(buf)
+		buf = trail.AppendLeafInput(buf[:0], f)
+		leaf := trail.HashLeafInput(buf)
 		rowsArgs[i] = append(args, tree.Size(), leaf)
 		tree.Append(leaf, visit)
 	}
@@ -422,8 +422,8 @@ func (t *Trail) page(ctx context.Context, from, to uint64, limit int) ([]trail.R
 		f.ActorToken, f.ActorApp, f.Action, f.Resource = tok, app, act, res
 		f.Outcome, f.EventCount = int(outcome), int(events)
 		f.ClientIP, f.UserAgent, f.RequestID, f.BodySHA256 = ip, ua, rid, sum
-		buf = trail.AppendLeafData(buf[:0], f)
-		r := trail.Row{Seq: seq, HasSeq: true, Computed: trail.Hasher.HashLeaf(buf)}
+		buf = trail.AppendLeafInput(buf[:0], f)
+		r := trail.Row{Seq: seq, HasSeq: true, Computed: trail.HashLeafInput(buf)}
 		r.Record.ID = auditlogger.FormatID(f.ID)
 		r.Record.Time = f.Time.UTC()
 		if leaf != nil {

@@ -12,6 +12,7 @@
 package trail
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -37,7 +38,35 @@ const HashSize = 32
 var Hasher = rfc6962.DefaultHasher
 
 // rangeFactory builds compact ranges with the RFC 6962 node hash.
-var rangeFactory = &compact.RangeFactory{Hash: Hasher.HashChildren}
+var rangeFactory = &compact.RangeFactory{Hash: hashChildren}
+
+// hashChildren is Hasher.HashChildren without a hash.Hash a call (one
+// allocation, the result): SHA-256(0x01 || l || r).
+func hashChildren(l, r []byte) []byte {
+	if len(l) != HashSize || len(r) != HashSize {
+		return Hasher.HashChildren(l, r)
+	}
+	var b [1 + 2*HashSize]byte
+	b[0] = rfc6962.RFC6962NodeHashPrefix
+	copy(b[1:], l)
+	copy(b[1+HashSize:], r)
+	h := sha256.Sum256(b[:])
+	return h[:]
+}
+
+// AppendLeafInput appends the bytes a leaf hash is taken over, 0x00 and
+// the leaf data of f, to b; HashLeafInput of them is the leaf hash. The
+// worker and the verifier reuse b, so hashing a row allocates only its
+// 32-byte result.
+func AppendLeafInput(b []byte, f LeafFields) []byte {
+	return AppendLeafData(append(b, rfc6962.RFC6962LeafHashPrefix), f)
+}
+
+// HashLeafInput returns SHA-256 of b (from AppendLeafInput).
+func HashLeafInput(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
 
 // LeafData returns the canonical encoding of a stored record: the version
 // byte, the 16 id bytes, the time in Unix microseconds (8 bytes big-endian),

@@ -219,3 +219,18 @@ func TestStoreReference_ReadsWhatItNeeds(t *testing.T) {
 		t.Errorf("All: %d checkpoints, %d GETs, %v; want 40", len(got), len(st.gets), err)
 	}
 }
+
+// TestFastHashes: the worker's and verifier's allocation-free hashing gives
+// RFC 6962's leaf and node hashes.
+func TestFastHashes(t *testing.T) {
+	f := LeafFields{ID: [16]byte{1, 2, 3}, Time: time.Date(2026, 12, 1, 5, 44, 22, 123456000, time.UTC),
+		ActorToken: []byte("tok"), Action: []byte("events.collect"), Outcome: 202, ClientIP: []byte{203, 0, 113, 0},
+		UserAgent: []byte("ua"), EventCount: 3}
+	if got, want := HashLeafInput(AppendLeafInput([]byte("junk")[:0], f)), Hasher.HashLeaf(AppendLeafData(nil, f)); !bytes.Equal(got, want) {
+		t.Errorf("HashLeafInput = %x, want %x", got, want)
+	}
+	l, rr := bytes.Repeat([]byte{1}, HashSize), bytes.Repeat([]byte{2}, HashSize)
+	if got, want := hashChildren(l, rr), Hasher.HashChildren(l, rr); !bytes.Equal(got, want) {
+		t.Errorf("hashChildren = %x, want %x", got, want)
+	}
+}
