@@ -3,6 +3,7 @@ package webui
 import (
 	"io"
 	"log/slog"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -37,6 +38,15 @@ func TestBrowser_Pages(t *testing.T) {
 	h.fake.audit = auditRecords(120)
 	h.srv.deps.Retention = []RetentionReader{fakeRetention{}}
 	h.fake.tokens = append(h.fake.tokens, upstream.NewToken{Token: upstream.Token{ID: "00000000-0000-4000-8000-000000000001", AppID: "shop-app", Name: "ci", Active: true}})
+	erasure := upstream.Erasure{ID: "0190a8c2-6f7e-7c3a-9b1d-000000000001", AppID: "shop-app", DeviceID: "a-rather-long-device-identifier-0123456789abcdef",
+		Suppress: true, Status: "done", RequestedBy: "ada", Report: upstream.ErasureReport{EventsDeleted: 12,
+			ArchivesRewritten: []upstream.ArchiveRewrite{{Table: "events.events", Month: "2026-10", RowsRemoved: 3, Rows: 997,
+				ContentSHA256: strings.Repeat("ab", 32), OldLocation: "s3://threatview-archive/events.events/2026-10/v1/", Location: "s3://threatview-archive/events.events/2026-10/v2/"}},
+			Verification: &upstream.ErasureVerification{Clean: true}}}
+	fp := &fakePrivacy{erasures: []upstream.Erasure{erasure}, suppressions: []upstream.Suppression{{AppID: "shop-app", DeviceID: erasure.DeviceID, ErasureID: erasure.ID}}}
+	ps := httptest.NewServer(fp)
+	t.Cleanup(ps.Close)
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(ps.URL, nil, 0)}
 
 	w := browsertest.New(t, h.ui.URL)
 	w.Open("/login", "#username")
@@ -45,7 +55,7 @@ func TestBrowser_Pages(t *testing.T) {
 	pages := []struct{ path, waitFor string }{
 		{"/dashboards", "main img"}, {"/tokens", "#app_id"}, {"/tokens?q=shop", "#q"}, {"/tokens/apps/shop-app", "#tokens-h"}, {"/tokens/00000000-0000-4000-8000-000000000001/revoke", `button[name="confirm"]`},
 		{"/audit?searched=1&from=2026-11-30T00:00", "main table"}, {"/status", "main table"}, {"/dlq", "main section"},
-		{"/retention", "main table"},
+		{"/retention", "main table"}, {"/privacy", "#app_id"}, {"/privacy/erasures/" + erasure.ID, "#erasure-status"},
 	}
 	const unlabelled = `[...document.querySelectorAll('input:not([type=hidden]),select,textarea')]` +
 		`.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')).map(e => e.name || e.id).join(',')`
