@@ -23,6 +23,8 @@ type AlertRule struct {
 	Name          string       `json:"name"`
 	AppID         string       `json:"app_id"`
 	Threat        string       `json:"threat"`
+	Country       string       `json:"country"`
+	OS            string       `json:"os"`
 	Kind          string       `json:"kind"`
 	WindowSeconds int          `json:"window_seconds"`
 	Threshold     int64        `json:"threshold"`

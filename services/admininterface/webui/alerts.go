@@ -30,11 +30,17 @@ type alertsData struct {
 	CanEdit  bool
 	Form     ruleForm
 	Disabled bool
+	// OSFamilies are the OS values a rule can be scoped to (the alerts
+	// service's alerts.OSFamilies).
+	OSFamilies []string
 }
+
+// osFamilies are the alerts service's OS families, offered in the form.
+var osFamilies = []string{"android", "ios", "ipados", "windows", "linux", "macos", "other"}
 
 // ruleForm is the create-a-rule form as typed, kept on a refusal.
 type ruleForm struct {
-	Name, AppID, Threat, Kind, Window, Threshold, Factor, ChannelType, ChannelURL, ChannelTo string
+	Name, AppID, Threat, Country, OS, Kind, Window, Threshold, Factor, ChannelType, ChannelURL, ChannelTo string
 }
 
 // alertsOn answers when no alerts service is configured; it returns false
@@ -63,7 +69,8 @@ func (s *Server) renderAlerts(w http.ResponseWriter, r *http.Request, status int
 		s.upstreamFail(w, r, "Listing the alert rules", err)
 		return
 	}
-	s.render(w, r, status, "alerts", "Alert rules", alertsData{Rules: rules, CanEdit: canEdit(r), Form: f}, flash, errMsg)
+	s.render(w, r, status, "alerts", "Alert rules", alertsData{Rules: rules, CanEdit: canEdit(r), Form: f,
+		OSFamilies: osFamilies}, flash, errMsg)
 }
 
 // createRule posts the form to the alerts service; a bad field re-shows
@@ -73,12 +80,12 @@ func (s *Server) createRule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := ruleForm{}
-	for p, v := range map[*string]string{&f.Name: "name", &f.AppID: "app_id", &f.Threat: "threat", &f.Kind: "kind",
+	for p, v := range map[*string]string{&f.Name: "name", &f.AppID: "app_id", &f.Threat: "threat", &f.Country: "country", &f.OS: "os", &f.Kind: "kind",
 		&f.Window: "window_seconds", &f.Threshold: "threshold", &f.Factor: "factor", &f.ChannelType: "channel_type",
 		&f.ChannelURL: "channel_url", &f.ChannelTo: "channel_to"} {
 		*p = strings.TrimSpace(r.PostFormValue(v))
 	}
-	rule := upstream.AlertRule{Name: f.Name, AppID: f.AppID, Threat: f.Threat, Kind: f.Kind,
+	rule := upstream.AlertRule{Name: f.Name, AppID: f.AppID, Threat: f.Threat, Country: f.Country, OS: f.OS, Kind: f.Kind,
 		Channel: upstream.AlertChannel{Type: f.ChannelType, URL: f.ChannelURL, To: f.ChannelTo, Secret: r.PostFormValue("channel_secret")}}
 	var err error
 	if rule.WindowSeconds, err = strconv.Atoi(f.Window); err != nil {

@@ -43,9 +43,23 @@ func TestBrowser_Alerts(t *testing.T) {
 		t.Fatalf("a refused rule was created: %s", id)
 	}
 
-	// Created from the keyboard: Enter in the last field submits.
-	// Of an app of its own, so the shared stack's traffic never fires it.
+	// A country that is no ISO code: the alerts service refuses it, the
+	// form keeps it, nothing is created.
+	w.Do("bad country", chromedp.SetValue(chromedp.CSS("#window_seconds"), "300"), chromedp.SendKeys(chromedp.CSS("#country"), "XX"),
+		chromedp.SetValue(chromedp.CSS("#os"), "android"), chromedp.Submit(chromedp.CSS("#name")), chromedp.WaitVisible(chromedp.CSS("p.error")))
+	if !strings.Contains(w.Text("p.error"), "ISO 3166-1") || w.Value("#country") != "XX" || w.Value("#os") != "android" {
+		t.Errorf("bad country: error %q, country kept %q, os kept %q", w.Text("p.error"), w.Value("#country"), w.Value("#os"))
+	}
+	if id := rowOf("rules", "data-rule", rule); id != "" {
+		t.Fatalf("a rule with a bad country was created: %s", id)
+	}
+	w.Shot("alerts-refused-country")
+
+	// Created from the keyboard, scoped to Germany on Android: Enter in
+	// the last field submits. Of an app of its own, so the shared stack's
+	// traffic never fires it.
 	w.Do("create a rule", chromedp.SendKeys(chromedp.CSS("#app_id"), testenv.Name("ui-alerts-app")), chromedp.SetValue(chromedp.CSS("#window_seconds"), "300"), chromedp.SetValue(chromedp.CSS("#threshold"), "5"),
+		chromedp.Clear(chromedp.CSS("#country")), chromedp.SendKeys(chromedp.CSS("#country"), "de"),
 		chromedp.Clear(chromedp.CSS("#channel_url")), chromedp.SendKeys(chromedp.CSS("#channel_url"), "http://127.0.0.1:9/hook"+kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	id := rowOf("rules", "data-rule", rule)
@@ -53,7 +67,7 @@ func TestBrowser_Alerts(t *testing.T) {
 		t.Fatalf("after creating: flash %q, rule row %q", w.Text(".flash"), id)
 	}
 	row := `tr[data-rule="` + id + `"]`
-	if got := w.Text(row); !strings.Contains(got, "at least 5 in 300 s") || !strings.Contains(got, "webhook") {
+	if got := w.Text(row); !strings.Contains(got, "at least 5 in 300 s") || !strings.Contains(got, "webhook") || !strings.Contains(got, "DE · android") {
 		t.Errorf("rule row = %q", got)
 	}
 	w.Shot("alerts")
@@ -63,13 +77,13 @@ func TestBrowser_Alerts(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form[action="/alerts/rules/`+id+`/silence"] button`)))
 	w.WaitLocation("done=silenced")
 	w.Do("the silence saved", chromedp.WaitVisible(chromedp.CSS(row)))
-	if cells := w.Text(row + " td:nth-child(7)"); !strings.HasPrefix(cells, "20") {
+	if cells := w.Text(row + " td:nth-child(8)"); !strings.HasPrefix(cells, "20") {
 		t.Errorf("silenced until = %q, want a time", cells)
 	}
 
 	// Its history, then the notifications given up on.
 	w.Do("open the history", chromedp.Click(chromedp.CSS(`a[href="/alerts/rules/`+id+`"]`)), chromedp.WaitVisible(chromedp.CSS("#history")))
-	if !strings.Contains(w.Text("#rule-summary"), "silenced until") || !strings.Contains(w.Text("#history"), "not fired yet") {
+	if !strings.Contains(w.Text("#rule-summary"), "silenced until") || !strings.Contains(w.Text("#rule-summary"), "country DE, OS android") || !strings.Contains(w.Text("#history"), "not fired yet") {
 		t.Errorf("history page: %q / %q", w.Text("#rule-summary"), w.Text("#history"))
 	}
 	w.Shot("alert-history")
