@@ -77,7 +77,11 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 		// events archive), then the events: a retry after either step still
 		// finds the subject's events in the events archive.
 		ids := map[string]bool{}
+		maybe := mayHold(s.DeviceID)
 		err := w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
+			if !maybe(line) {
+				return nil // not the subject's row: no need to parse it
+			}
 			var row struct {
 				ID       string `json:"id"`
 				AppID    string `json:"app_id"`
@@ -165,7 +169,11 @@ func rewriteErr(m time.Time, err error) error {
 // seq, leaf_hash among them) as they were and in their order.
 func redactBody(s Subject) retention.Edit {
 	n := []byte(needle(s.DeviceID))
+	maybe := mayHold(s.AppID)
 	return func(line []byte) ([]byte, bool, error) {
+		if !maybe(line) {
+			return nil, false, nil // not a row of the subject's app
+		}
 		var row struct {
 			AppID *string `json:"actor_app_id"`
 			Body  *string `json:"body"`
@@ -263,9 +271,29 @@ func months(ctx context.Context, a *retention.Archiver, table string) ([]time.Ti
 	return m, nil
 }
 
-// subjectRow matches an archived events row of s.
+// mayHold returns a quick test that an archive line may hold the string v
+// as a JSON value: false only when the line cannot (v, as every exporter
+// writes plain printable ASCII without quotes or backslashes, is not in
+// it), so most lines of an archive are not parsed. A v with other
+// characters, which exporters may escape differently, is always "maybe".
+func mayHold(v string) func(line []byte) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return func([]byte) bool { return true }
+		}
+	}
+	q := []byte(`"` + v + `"`)
+	return func(line []byte) bool { return bytes.Contains(line, q) }
+}
+
+// subjectRow matches an archived events row of s. A line without the
+// device id as a JSON string is not parsed.
 func subjectRow(s Subject) func(line []byte) (bool, error) {
+	maybe := mayHold(s.DeviceID)
 	return func(line []byte) (bool, error) {
+		if !maybe(line) {
+			return false, nil
+		}
 		var row struct {
 			AppID    string `json:"app_id"`
 			DeviceID string `json:"device_id"`
