@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,4 +121,42 @@ func TestArchiveRewriter_LateAndAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	retentiontest.EraseArchives(t, st)
+}
+
+// BenchmarkArchiveScan measures an erasure's archive step when the
+// subject's rows are not in the archive (the common case: one pass over
+// every archived month of events, nothing written): PRIVACY_BENCH_ARCHIVED
+// events (default 300,000) in one archived month, directory store. Its
+// rows/s bound the archive step's time per erasure (docs/privacy.md).
+func BenchmarkArchiveScan(b *testing.B) {
+	n, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_ARCHIVED"))
+	if n == 0 {
+		n = 300000
+	}
+	ctx := context.Background()
+	url, db := retentiontest.Postgres(b)
+	month := retentiontest.Month(-2)
+	retentiontest.FillPostgres(b, db, month, n)
+	src := retentiontest.EventsSource(b, url)
+	st, err := store.NewDir(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100000, Log: quiet, Table: "events.events"}
+	if _, err := a.Run(ctx); err != nil {
+		b.Fatal(err)
+	}
+	w := &privacy.ArchiveRewriter{Archiver: a, Log: quiet}
+	busy0 := machineBusy(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if rw, err := w.Rewrite(ctx, "bench", privacy.Subject{AppID: "app-1", DeviceID: "no-such-device-" + strconv.Itoa(i)}); err != nil || len(rw) != 0 {
+			b.Fatalf("Rewrite = %+v, %v", rw, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric((machineBusy(b)-busy0)/float64(b.N)*1000, "machine-CPU-ms/op")
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "archived-rows/s")
+	b.ReportMetric(load1(b), "load1")
 }
