@@ -4,33 +4,39 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/retention/internal/retentiontest"
 	"threatview/retention/privacy"
 )
 
 // fill stores n events of two apps and `devices` devices each, received
-// over the last three months, with their facts, and the rollups and
-// summaries the aggregator would have built from them.
+// over the last three months (three monthly partitions), with their facts,
+// and the rollups and summaries the aggregator would have built from them.
+// The events are generated here and loaded with COPY, as a bulk load of
+// real traffic would be; the facts and rollups are derived from them in
+// the database.
 func fill(tb testing.TB, db *sql.DB, n, devices int) {
 	tb.Helper()
 	ctx := context.Background()
 	start := retentiontest.Month(-2)
+	if _, err := db.ExecContext(ctx, `INSERT INTO facts.device_models_dim (manufacturer, model) SELECT 'M', 'model ' || g FROM generate_series(0, 4) g`); err != nil {
+		tb.Fatalf("fill: %v", err)
+	}
+	copyEvents(tb, db, n, devices, start)
 	stmts := []string{
-		`INSERT INTO facts.device_models_dim (manufacturer, model) SELECT 'M', 'model ' || g FROM generate_series(0, 4) g`,
-		fmt.Sprintf(`INSERT INTO events.events (id, received_at, occurred_at, type, app_id, device_id, device_model, manufacturer, os, country, payload)
-		SELECT gen_random_uuid(), r, r - (g %% 50) * interval '1 hour', 'app.startup', 'app-' || (g %% 2), 'd-' || ((g / 2) %% %d),
-		       'model ' || (g %% 5), 'M', 'os' || (g %% 3), (ARRAY['AU','FR','US','DE'])[1 + g %% 4],
-		       jsonb_build_object('threats', CASE WHEN g %% 3 = 0 THEN '["root"]'::jsonb ELSE '["root",{"type":"hook"}]'::jsonb END)
-		  FROM generate_series(1, $1) g, LATERAL (SELECT $2::timestamptz + g * (interval '85 days' / $1) AS r) t`, devices),
 		`INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
 		SELECT e.id, e.received_at, e.occurred_at, e.app_id, e.country, d.id, e.os, facts.threat_types(e.payload)
 		  FROM events.events e JOIN facts.device_models_dim d ON d.manufacturer = e.manufacturer AND d.model = e.device_model`,
@@ -50,14 +56,49 @@ func fill(tb testing.TB, db *sql.DB, n, devices int) {
 		}
 	}
 	stmts = append(stmts, `ANALYZE`)
-	for i, q := range stmts {
-		args := []any{}
-		if i == 1 { // the events statement takes n and the start
-			args = []any{n, start}
-		}
-		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
 			tb.Fatalf("fill: %v\n%s", err, q)
 		}
+	}
+}
+
+// copyEvents loads n events with COPY: event g of app-(g%2), device
+// d-((g/2)%devices), received evenly over 85 days from start, occurred up
+// to 49 hours before, a third of them with one threat and the rest two.
+func copyEvents(tb testing.TB, db *sql.DB, n, devices int, start time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer conn.Close()
+	countries := []string{"AU", "FR", "US", "DE"}
+	step := 85 * 24 * time.Hour / time.Duration(n)
+	err = conn.Raw(func(dc any) error {
+		pc := dc.(*stdlib.Conn).Conn()
+		g := 0
+		_, err := pc.CopyFrom(ctx, pgx.Identifier{"events", "events"},
+			[]string{"id", "received_at", "occurred_at", "type", "app_id", "device_id", "device_model", "manufacturer", "os", "country", "payload"},
+			pgx.CopyFromFunc(func() ([]any, error) {
+				if g == n {
+					return nil, nil
+				}
+				g++
+				r := start.Add(time.Duration(g) * step)
+				payload := `{"threats": ["root", {"type": "hook"}]}`
+				if g%3 == 0 {
+					payload = `{"threats": ["root"]}`
+				}
+				return []any{pgtype.UUID{Bytes: uuid.New(), Valid: true}, r, r.Add(-time.Duration(g%50) * time.Hour), "app.startup",
+					"app-" + strconv.Itoa(g%2), "d-" + strconv.Itoa((g/2)%devices), "model " + strconv.Itoa(g%5), "M",
+					"os" + strconv.Itoa(g%3), countries[g%4], payload}, nil
+			}))
+		return err
+	})
+	if err != nil {
+		tb.Fatalf("copy events: %v", err)
 	}
 }
 
@@ -190,6 +231,7 @@ func machineBusy(tb testing.TB) float64 {
 var bench struct {
 	once     sync.Once
 	url      string
+	devices  int
 	next     int
 	cleanups []func() // the benchmark's database outlives each b.N round; dropped by TestMain
 }
@@ -213,28 +255,14 @@ func TestMain(m *testing.M) {
 // three monthly partitions, in batches of 5,000, rollups adjusted: run
 // with -benchtime=1000x for 1,000 erasures (docs/privacy.md).
 func BenchmarkErase(b *testing.B) {
-	n, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_EVENTS"))
-	if n == 0 {
-		n = 200000
-	}
-	devices, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_DEVICES"))
-	if devices == 0 {
-		devices = 2000
-	}
-	bench.once.Do(func() {
-		url, db := retentiontest.Postgres(keepTB{b})
-		t0 := time.Now()
-		fill(b, db, n, devices)
-		b.Logf("filled %d events, %d devices per app, in %s", n, devices, time.Since(t0).Round(time.Second))
-		bench.url = url
-	})
-	pool := open(b, bench.url)
+	url := benchDB(b)
+	pool := open(b, url)
 	pg := privacy.NewPG(pool)
 	var rows int64
 	busy0 := machineBusy(b)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s := privacy.Subject{AppID: "app-0", DeviceID: "d-" + strconv.Itoa(bench.next%devices)}
+		s := privacy.Subject{AppID: "app-0", DeviceID: "d-" + strconv.Itoa(bench.next%bench.devices)}
 		bench.next++
 		rows += eraseAll(b, pg, s, 5000).Events
 	}
@@ -242,4 +270,103 @@ func BenchmarkErase(b *testing.B) {
 	b.ReportMetric((machineBusy(b)-busy0)/float64(b.N)*1000, "machine-CPU-ms/op")
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(rows)/float64(b.N), "rows/op")
+	b.ReportMetric(load1(b), "load1")
+}
+
+// benchDB returns the benchmarks' events database, filled on first use
+// with PRIVACY_BENCH_EVENTS events (default 200,000) of 2 apps x
+// PRIVACY_BENCH_DEVICES devices (default 2,000); it is dropped when the
+// test binary ends.
+func benchDB(b *testing.B) string {
+	b.Helper()
+	bench.once.Do(func() {
+		n, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_EVENTS"))
+		if n == 0 {
+			n = 200000
+		}
+		devices, _ := strconv.Atoi(os.Getenv("PRIVACY_BENCH_DEVICES"))
+		if devices == 0 {
+			devices = 2000
+		}
+		url, db := retentiontest.Postgres(keepTB{b})
+		t0, busy0 := time.Now(), machineBusy(b)
+		fill(b, db, n, devices)
+		b.Logf("filled %d events, %d devices per app, in %s (machine CPU %.0f s, load %.2f)", n, devices,
+			time.Since(t0).Round(time.Second), machineBusy(b)-busy0, load1(b))
+		bench.url, bench.devices = url, devices
+	})
+	if bench.url == "" {
+		b.Fatal("the benchmark database was not filled")
+	}
+	return bench.url
+}
+
+// BenchmarkEraseJobs queues b.N erasure requests at once (devices of app-0
+// after those BenchmarkErase took, from the same table) and runs them with
+// the runner, as the service does — claim, suppress, the aggregator check,
+// events, facts and rollups in batches, late events, the verification,
+// the outcome recorded — without the settle time (PRIVACY_SETTLE, waited
+// once per queue) and without audit or archive stores. Its ns/op is the
+// time per request from the queue's start to the last one done.
+func BenchmarkEraseJobs(b *testing.B) {
+	url := benchDB(b)
+	pool := open(b, url)
+	pg := privacy.NewPG(pool)
+	ctx := context.Background()
+	b.StopTimer()
+	ids := make([]string, b.N)
+	for i := range ids {
+		e := &privacy.Erasure{ID: uuid.Must(uuid.NewV7()).String(), AppID: "app-0",
+			DeviceID: "d-" + strconv.Itoa(bench.next%bench.devices), Suppress: true, RequestedBy: "bench"}
+		bench.next++
+		if err := pg.Create(ctx, e); err != nil {
+			b.Fatalf("queue erasure %d: %v", i, err)
+		}
+		ids[i] = e.ID
+	}
+	runner := privacy.NewRunner(pg, nil, privacy.RunnerConfig{BatchRows: 5000, AggregateWait: time.Minute, Poll: 20 * time.Millisecond},
+		privacy.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	busy0 := machineBusy(b)
+	b.StartTimer()
+	go func() { defer close(done); _ = runner.Run(rctx, pool) }()
+	var left int
+	for {
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events.erasures WHERE id = ANY($1::uuid[]) AND status IN ('queued', 'running')`, ids).Scan(&left); err != nil {
+			b.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.StopTimer()
+	stop()
+	<-done
+	var failed, events int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status <> 'done' OR NOT (report->'verification'->>'clean')::boolean),
+		coalesce(sum((report->>'events_deleted')::bigint), 0) FROM events.erasures WHERE id = ANY($1::uuid[])`, ids).Scan(&failed, &events); err != nil {
+		b.Fatal(err)
+	}
+	if failed != 0 {
+		b.Fatalf("%d of %d erasures not done and clean", failed, b.N)
+	}
+	b.ReportMetric((machineBusy(b)-busy0)/float64(b.N)*1000, "machine-CPU-ms/op")
+	b.ReportMetric(float64(events)/float64(b.N), "rows/op")
+	b.ReportMetric(load1(b), "load1")
+}
+
+// load1 is the machine's one-minute load average now.
+func load1(tb testing.TB) float64 {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var l float64
+	if _, err := fmt.Sscan(string(b), &l); err != nil {
+		tb.Fatal(err)
+	}
+	return l
 }
