@@ -37,25 +37,32 @@ type privacyData struct {
 	ListMax      int
 }
 
-// privacyOn answers when no privacy service is configured; it returns
-// false when it answered.
-func (s *Server) privacyOn(w http.ResponseWriter, r *http.Request) bool {
+// privacyOn answers when no privacy service is configured (it returns
+// false when it answered); otherwise it returns r with one deadline for
+// every call the page makes. Each call is bounded by the upstream timeout;
+// a page making two or three in a row against a slow service would
+// otherwise outlast the server's write timeout and end with no answer.
+func (s *Server) privacyOn(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
 	if s.deps.Privacy.Client == nil {
 		s.fail(w, r, http.StatusNotFound, "not_found", "No privacy service is configured (PRIVACY_SERVICE_URL).")
-		return false
+		return r, false
 	}
-	return true
+	ctx, cancel := context.WithTimeout(r.Context(), s.deps.Privacy.Timeout)
+	context.AfterFunc(r.Context(), cancel) // the request's end releases the timer
+	return r.WithContext(ctx), true
 }
 
 func (s *Server) privacyPage(w http.ResponseWriter, r *http.Request) {
+	r, ok := s.privacyOn(w, r)
+	if !ok {
+		return
+	}
 	flash := map[string]string{"lifted": "Suppression lifted: the device's new events are stored again."}[r.URL.Query().Get("done")]
 	s.renderPrivacy(w, r, http.StatusOK, erasureForm{Suppress: true}, flash, "")
 }
 
+// renderPrivacy shows the list page; r comes through privacyOn.
 func (s *Server) renderPrivacy(w http.ResponseWriter, r *http.Request, status int, f erasureForm, flash, errMsg string) {
-	if !s.privacyOn(w, r) {
-		return
-	}
 	tok := sessionOf(r).Token
 	es, err := s.deps.Privacy.Erasures(r.Context(), tok, erasuresListMax)
 	if err != nil {
@@ -75,7 +82,8 @@ func (s *Server) renderPrivacy(w http.ResponseWriter, r *http.Request, status in
 // privacy service and goes to the erasure's report. A refusal re-shows the
 // form with the service's reason, and nothing is requested.
 func (s *Server) requestErasure(w http.ResponseWriter, r *http.Request) {
-	if !s.privacyOn(w, r) {
+	r, ok := s.privacyOn(w, r)
+	if !ok {
 		return
 	}
 	// The device id is sent as typed (an id with a space is still an id);
@@ -140,7 +148,8 @@ func (s *Server) erasureReport(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusNotFound, "not_found", "There is no such erasure request.")
 		return
 	}
-	if !s.privacyOn(w, r) {
+	r, ok := s.privacyOn(w, r)
+	if !ok {
 		return
 	}
 	e, err := s.deps.Privacy.Erasure(r.Context(), sessionOf(r).Token, id)
@@ -168,7 +177,8 @@ func (s *Server) erasureReport(w http.ResponseWriter, r *http.Request) {
 // liftSuppression lets a device's new events be stored again, after a
 // confirmation (without confirm=yes it asks).
 func (s *Server) liftSuppression(w http.ResponseWriter, r *http.Request) {
-	if !s.privacyOn(w, r) {
+	r, ok := s.privacyOn(w, r)
+	if !ok {
 		return
 	}
 	app, dev := r.PostFormValue("app_id"), r.PostFormValue("device_id")

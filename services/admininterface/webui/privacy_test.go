@@ -356,6 +356,23 @@ func TestPrivacy_Outage(t *testing.T) {
 		}
 	}
 
+	// Slow rather than stalled: each call answers within the timeout, but
+	// the page's calls together get one timeout, not one each.
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		fp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(slow.Close)
+	fp.mu.Lock()
+	fp.unavailable = false
+	fp.mu.Unlock()
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(slow.URL, nil, 300*time.Millisecond)}
+	start := time.Now()
+	resp, page = b.do("GET", "/privacy", nil)
+	if took := time.Since(start); resp.StatusCode != http.StatusGatewayTimeout || took > time.Second {
+		t.Errorf("two calls of 200 ms against a 300 ms timeout = %d after %v, want 504 within the one timeout:\n%.1000s", resp.StatusCode, took, page)
+	}
+
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(gone.URL, nil, 300*time.Millisecond)}
