@@ -147,3 +147,81 @@ func TestPublisher_NotSentIsNotUnconfirmed(t *testing.T) {
 		t.Fatalf("SendTx to a closed port = %v, want ErrUnavailable without ErrUnconfirmed", err)
 	}
 }
+
+// fullStore plays ActiveMQ with a full store: each SEND waits wait
+// (sendFailIfNoSpaceAfterTimeout) and is then refused. A SEND that asked for
+// a receipt is answered ERROR; one that did not (inside a transaction) only
+// marks the transaction rollback-only, and its COMMIT is answered ERROR.
+// Other frames get their receipts. refused counts the refused SENDs.
+func fullStore(wait time.Duration, refused *atomic.Int32) func(c *fakeConn, f *frame.Frame) {
+	rollbackOnly := map[string]bool{}
+	return func(c *fakeConn, f *frame.Frame) {
+		switch f.Command {
+		case frame.SEND:
+			time.Sleep(wait)
+			refused.Add(1)
+			if id, ok := f.Header.Contains(frame.Receipt); ok {
+				c.write(frame.New(frame.ERROR, frame.ReceiptId, id, frame.Message, "Persistent store is Full, 100% of 209715200"))
+				return
+			}
+			rollbackOnly[f.Header.Get(frame.Transaction)] = true
+		case frame.COMMIT:
+			if id, ok := f.Header.Contains(frame.Receipt); ok && rollbackOnly[f.Header.Get(frame.Transaction)] {
+				c.write(frame.New(frame.ERROR, frame.ReceiptId, id, frame.Message, "Transaction marked rollback only"))
+				return
+			}
+			receiptFor(c, f)
+		default:
+			receiptFor(c, f)
+		}
+	}
+}
+
+// A broker that refuses a send (store full) answers with an ERROR: the
+// publisher reports it as a definite refusal at once, neither after its
+// receipt timeout (outcome unknown) nor after sending the same frames again
+// on a fresh connection, which would wait out the same refusal.
+func TestPublisher_RefusalIsPromptAndDefinite(t *testing.T) {
+	const wait = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		sends int32 // SEND frames the broker refuses
+		send  func(p *mq.Publisher) error
+	}{
+		{"send", 1, func(p *mq.Publisher) error {
+			return p.Send(context.Background(), "/queue/x", []byte("{}"), nil)
+		}},
+		// The transaction's second SEND is on the wire already and is
+		// refused too, after the publisher answered: the timing is the test.
+		{"transaction of two", 2, func(p *mq.Publisher) error {
+			return p.SendTx(context.Background(), []mq.Message{{Dest: "/queue/x", Body: []byte("{}")}, {Dest: "/queue/y", Body: []byte("{}")}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var refused atomic.Int32
+			b := newFakeBroker(t, fullStore(wait, &refused))
+			// The receipt timeout is shorter than two refusals: a transaction
+			// whose refusal came only at its COMMIT would time out.
+			pub := mq.NewPublisher(mq.Config{Addr: b.addr(), Conns: 1, ReceiptTimeout: 500 * time.Millisecond}, discard())
+			defer pub.Close()
+			// A first round trip makes the pooled connection a reused one.
+			if err := pub.Ping(context.Background()); err != nil {
+				t.Fatalf("ping: %v", err)
+			}
+			began := time.Now()
+			err := tc.send(pub)
+			took := time.Since(began)
+			if !errors.Is(err, mq.ErrRefused) || !errors.Is(err, mq.ErrUnavailable) || errors.Is(err, mq.ErrUnconfirmed) {
+				t.Errorf("refused send = %v, want ErrRefused and ErrUnavailable without ErrUnconfirmed", err)
+			}
+			if took > 2*wait {
+				t.Errorf("the refusal took %s, want about %s", took, wait)
+			}
+			pub.Close()
+			time.Sleep(3 * wait) // the fake finishes what is on the wire
+			if n := refused.Load(); n != tc.sends {
+				t.Errorf("the broker refused %d SEND frames, want %d (not sent again on a fresh connection)", n, tc.sends)
+			}
+		})
+	}
+}

@@ -40,6 +40,14 @@ var ErrUnavailable = errors.New("broker unavailable")
 // write failed, or the broker answered ERROR).
 var ErrUnconfirmed = errors.New("outcome unconfirmed")
 
+// ErrRefused is wrapped, besides ErrUnavailable, when the broker answered
+// a round trip with an ERROR frame: it refused the frames (a full store or
+// memory limit after sendFailIfNoSpaceAfterTimeout, a transaction marked
+// rollback-only) and kept none of them. It is a definite outcome: the
+// caller answers at once, and a publisher does not send the same frames
+// again (the broker would make them wait out the same timeout).
+var ErrRefused = errors.New("refused by the broker")
+
 // Config is the broker part of a service's configuration.
 type Config struct {
 	Addr           string        `env:"STOMP_ADDR" envDefault:"127.0.0.1:61613"`

@@ -16,9 +16,10 @@ import (
 //
 // A pooled connection the broker dropped (restart, ERROR, missed
 // heart-beats) is noticed by its reader and replaced before use. A send that
-// fails on a reused connection for any reason but a receipt timeout is tried
-// once more on a fresh one: the broker may have stored it, but every message
-// the services send is idempotent by the ids inside it.
+// fails on a reused connection for any reason but a receipt timeout or the
+// broker's ERROR answer (ErrRefused) is tried once more on a fresh one: the
+// broker may have stored it, but every message the services send is
+// idempotent by the ids inside it.
 type Publisher struct {
 	cfg   Config
 	log   *slog.Logger
@@ -143,7 +144,9 @@ func (p *Publisher) do(ctx context.Context, op string, frs []*frame.Frame) error
 		}
 		c.close()
 		p.slots <- nil
-		if attempt == 0 && c.reused && !errors.Is(err, errReceiptTimeout) && ctx.Err() == nil {
+		// An ERROR is the broker's answer, not a stale connection's: sending
+		// again would only wait out the same refusal.
+		if attempt == 0 && c.reused && !errors.Is(err, errReceiptTimeout) && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
 			p.log.Debug("broker connection failed; retrying on a fresh one", "op", op, "err", err)
 			if errors.Is(err, ErrUnconfirmed) {
 				unconfirmed = err

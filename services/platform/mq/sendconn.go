@@ -206,6 +206,18 @@ func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame,
 	for len(c.frames) > 0 {
 		<-c.frames
 	}
+	// Every SEND asks for a receipt too, not only the last frame: in a
+	// transaction ActiveMQ answers a SEND without one asynchronously, so a
+	// SEND it refuses (store or memory full, after
+	// sendFailIfNoSpaceAfterTimeout) only marks the transaction
+	// rollback-only, each following SEND waits out the same timeout, and
+	// the refusal comes at the COMMIT, after the receipt timeout. With a
+	// receipt the first refused SEND is answered with an ERROR at once.
+	for i, f := range frs[:len(frs)-1] {
+		if f.Command == frame.SEND {
+			f.Header.Set(frame.Receipt, id+"."+strconv.Itoa(i))
+		}
+	}
 	frs[len(frs)-1].Header.Set(frame.Receipt, id)
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -243,7 +255,7 @@ func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame,
 					return nil
 				}
 			case frame.ERROR:
-				return fmt.Errorf("broker error: %s", f.Header.Get(frame.Message))
+				return fmt.Errorf("%w: %s", ErrRefused, f.Header.Get(frame.Message))
 			}
 		case <-c.dead:
 			return fmt.Errorf("connection lost after the write: %w: %w", ErrUnconfirmed, c.err)
