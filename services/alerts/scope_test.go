@@ -1,6 +1,8 @@
 package alerts
 
 import (
+	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -29,5 +31,36 @@ func TestScope_Validate(t *testing.T) {
 	r.OS = "beos"
 	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "os must be one of android, ios") {
 		t.Fatalf("Validate with os beos = %v", err)
+	}
+}
+
+// TestScope_OpenAPI: api/alerts.openapi.json offers exactly the countries
+// and OS families the service takes.
+func TestScope_OpenAPI(t *testing.T) {
+	raw, err := os.ReadFile("../../api/alerts.openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				RuleInput struct {
+					Properties struct {
+						Country, OS struct{ Enum []string }
+					}
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	p := doc.Components.Schemas.RuleInput.Properties
+	want := append(append([]string{""}, strings.Fields(isoCountries)...), UnknownCountry)
+	if strings.Join(p.Country.Enum, " ") != strings.Join(want, " ") {
+		t.Errorf("the document's countries (%d) differ from the service's (%d)", len(p.Country.Enum), len(want))
+	}
+	if strings.Join(p.OS.Enum, " ") != strings.Join(append([]string{""}, OSFamilies...), " ") {
+		t.Errorf("the document's OS families %v differ from %v", p.OS.Enum, OSFamilies)
 	}
 }
