@@ -231,7 +231,13 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 		// without one, matches its own leaf_hash column); any other row
 		// with this sequence number was inserted.
 		var leaf []byte
-		leaves := make([][]byte, len(rows))
+		var one [1][]byte // most sequence numbers have one row: no allocation
+		leaves := one[:0]
+		if len(rows) > 1 {
+			leaves = make([][]byte, len(rows))
+		} else {
+			leaves = one[:len(rows)]
+		}
 		match := -1
 		for i := range rows {
 			leaves[i] = leafOf(&rows[i])
