@@ -66,8 +66,11 @@ type Locker struct {
 
 var _ pipeline.Locker = (*Locker)(nil)
 
-// New returns the lock cfg describes.
+// New returns the lock cfg describes; log nil is slog.Default().
 func New(cfg Config, log *slog.Logger) *Locker {
+	if log == nil {
+		log = slog.Default()
+	}
 	if cfg.Name == "" {
 		cfg.Name = "advisory lock"
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"threatview/platform/pglock"
 	"threatview/retention"
 )
 
@@ -437,24 +438,19 @@ func (s *Source) Insert(ctx context.Context, table string, cols []retention.Colu
 	return tag.RowsAffected(), nil
 }
 
-// Lock takes the events DB's retention advisory lock on a connection held
-// until unlock, or returns retention.ErrBusy.
+// Lock takes the events DB's retention advisory lock on a connection of
+// its own (platform/pglock), held until unlock, or returns
+// retention.ErrBusy. Not a pooled connection: the pool (two connections in
+// a long-running service) keeps both for the job, and no connection goes
+// back to it still holding the lock should the unlock fail.
 func (s *Source) Lock(ctx context.Context) (func(), error) {
-	conn, err := s.pool.Acquire(ctx)
+	lease, err := pglock.New(pglock.Config{Name: "retention lock", ConnConfig: s.pool.Config().ConnConfig,
+		TextKey: lockKey}, nil).TryAcquire(ctx)
+	if errors.Is(err, pglock.ErrHeld) {
+		return nil, retention.ErrBusy
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lock: %w", err)
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1))", lockKey).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("lock: %w", err)
-	}
-	if !ok {
-		conn.Release()
-		return nil, retention.ErrBusy
-	}
-	return func() {
-		_, _ = conn.Exec(context.Background(), "SELECT pg_advisory_unlock(hashtext($1))", lockKey)
-		conn.Release()
-	}, nil
+	return lease.Release, nil
 }
