@@ -184,6 +184,17 @@ func TestErasure_ArchivedMonth(t *testing.T) {
 		t.Fatalf("old month's events not stored and aggregated: %v", err)
 	}
 
+	monthCount := func(app string) (n int64) {
+		if err := pool.QueryRow(ctx, `SELECT coalesce(sum(count), 0) FROM facts.events_by_country_per_month WHERE app_id = $1 AND bucket = $2`,
+			app, month).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if a, b := monthCount(a.ID), monthCount(b.ID); a != 7 || b != 2 {
+		t.Fatalf("the month's rollups count %d and %d events, want 7 and 2", a, b)
+	}
+
 	// Archived and dropped: the archiver, then cleanup with a retention
 	// that ends just after the month.
 	for _, table := range []string{"events.events", "facts.facts"} {
@@ -319,6 +330,16 @@ func TestErasure_ArchivedMonth(t *testing.T) {
 			return n == len(e.Report.ArchivesRewritten), err
 		}); err != nil {
 			t.Errorf("privacy.archive.rewrite audit rows: %v", err)
+		}
+	})
+	t.Run("the dropped month's rollups count the archived rows left", func(t *testing.T) {
+		// The device's 4 events left the month's archive, and its counts
+		// the rollups; the late events were never counted.
+		if got := monthCount(a.ID); got != 3 {
+			t.Errorf("app %s: the month's rollups count %d events, want 3 (the other device's)", a.ID, got)
+		}
+		if got := monthCount(b.ID); got != 2 {
+			t.Errorf("app %s: the month's rollups count %d events, want 2 (untouched)", b.ID, got)
 		}
 	})
 	t.Run("live data erased, rollups exact after the month", func(t *testing.T) {

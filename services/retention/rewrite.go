@@ -24,6 +24,9 @@ type Rewritten struct {
 	Location      string `json:"location"`
 	// Late is set for a supplementary (late) archive.
 	Late bool `json:"late,omitempty"`
+	// RollupRows is how many rollup rows the removed rows were subtracted
+	// from (facts of a month archived and dropped; set by the caller).
+	RollupRows int64 `json:"rollup_rows_adjusted,omitempty"`
 }
 
 // Edit decides an archived row's fate in a rewrite: keep it (changed

@@ -32,6 +32,10 @@ type ArchiveRewriter struct {
 	// AuditArchiver is the audit DB's archiver (the same store); nil when
 	// the service has no audit DB.
 	AuditArchiver *retention.Archiver
+	// Rollups, when set, subtracts the removed facts of a month archived
+	// and dropped from the rollups (the facts of a month still in the
+	// database were subtracted when its events were deleted).
+	Rollups *PG
 	// Audit records each rewrite; nil only in tests.
 	Audit Auditor
 	Log   *slog.Logger
@@ -95,12 +99,18 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 			}
 			return nil
 		})
+		// The facts removed, kept for the rollups when the month was dropped.
+		facts := map[string][]byte{}
 		steps := []struct {
 			table string
 			edit  retention.Edit
-		}{{factsTable, retention.DropRows(factOf(ids))}, {archivedTable, retention.DropRows(subjectRow(s))}}
+		}{{factsTable, retention.DropRows(factOf(ids, facts))}, {archivedTable, retention.DropRows(subjectRow(s))}}
 		if len(ids) == 0 {
 			steps = nil
+		}
+		dropped := false
+		if len(ids) > 0 && w.Rollups != nil && err == nil {
+			dropped, err = w.Rollups.Dropped(ctx, m)
 		}
 		for _, st := range steps {
 			if err != nil {
@@ -109,6 +119,11 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 			var rw retention.Rewritten
 			var changed bool
 			if rw, changed, err = w.Archiver.RewriteEach(ctx, st.table, m, st.edit); err == nil && changed {
+				if st.table == factsTable && dropped {
+					// After the rewrite: a retry finds these facts no more,
+					// so they are never subtracted twice.
+					rw.RollupRows, err = w.decrementArchived(ctx, facts)
+				}
 				out = append(out, rw)
 				w.audited(ctx, erasureID, rw)
 			}
@@ -243,8 +258,9 @@ func (w *ArchiveRewriter) audited(ctx context.Context, erasureID string, rw rete
 	}
 }
 
-// factOf matches an archived facts row of one of the events ids.
-func factOf(ids map[string]bool) func(line []byte) (bool, error) {
+// factOf matches an archived facts row of one of the events ids and
+// keeps a copy of it in matched, by event id.
+func factOf(ids map[string]bool, matched map[string][]byte) func(line []byte) (bool, error) {
 	return func(line []byte) (bool, error) {
 		var row struct {
 			EventID string `json:"event_id"`
@@ -252,8 +268,31 @@ func factOf(ids map[string]bool) func(line []byte) (bool, error) {
 		if err := json.Unmarshal(line, &row); err != nil {
 			return false, fmt.Errorf("archived row is not a JSON object: %w", err)
 		}
-		return ids[row.EventID], nil
+		if !ids[row.EventID] {
+			return false, nil
+		}
+		if _, ok := matched[row.EventID]; !ok {
+			matched[row.EventID] = bytes.Clone(line)
+		}
+		return true, nil
 	}
+}
+
+// decrementArchived subtracts the facts removed from a dropped month's
+// archive from the rollups and returns the rollup rows adjusted.
+func (w *ArchiveRewriter) decrementArchived(ctx context.Context, facts map[string][]byte) (int64, error) {
+	lines := make([][]byte, 0, len(facts))
+	for _, l := range facts {
+		lines = append(lines, l)
+	}
+	b, err := w.Rollups.DecrementArchived(ctx, lines)
+	if err != nil {
+		return 0, err
+	}
+	if b.Facts != int64(len(lines)) {
+		return b.RollupRows, fmt.Errorf("rollups: %d of %d archived facts read", b.Facts, len(lines))
+	}
+	return b.RollupRows, nil
 }
 
 // months lists the months of table with an archive record in a's database.

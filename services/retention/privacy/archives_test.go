@@ -57,7 +57,8 @@ func TestArchiveRewriter_Rewrite(t *testing.T) {
 	eraseAll(t, privacy.NewPG(open(t, url)), s, 1000)
 
 	audit := &auditLog{}
-	w := &privacy.ArchiveRewriter{Archiver: a, Audit: audit, Log: quiet}
+	pool := open(t, url)
+	w := &privacy.ArchiveRewriter{Archiver: a, Audit: audit, Log: quiet, Rollups: privacy.NewPG(pool)}
 	// The archiver or cleanup holding the retention lock: the step is
 	// retried later, nothing is written.
 	unlock, err := src.Lock(ctx)
@@ -97,6 +98,11 @@ func TestArchiveRewriter_Rewrite(t *testing.T) {
 			strings.Contains(rec.Resource, s.DeviceID) {
 			t.Errorf("audit record %+v for rewrite %+v", rec, rw[i])
 		}
+	}
+	// The months are still in the database: their facts were subtracted
+	// when the events were deleted, and not a second time now.
+	if bad := exact(t, pool); bad != 0 {
+		t.Errorf("after the rewrite %d rollup buckets differ from count(*)", bad)
 	}
 	// Done: a second run finds nothing left in any archive.
 	if rw, err := w.Rewrite(ctx, "e-1", s); err != nil || len(rw) != 0 {
@@ -159,4 +165,65 @@ func BenchmarkArchiveScan(b *testing.B) {
 	b.ReportMetric((machineBusy(b)-busy0)/float64(b.N)*1000, "machine-CPU-ms/op")
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "archived-rows/s")
 	b.ReportMetric(load1(b), "load1")
+}
+
+// A month archived and dropped: the erasure subtracts the subject's facts
+// removed from its archive from the rollups (the database no longer has
+// them), so once the month is restored from the rewritten archive every
+// rollup equals count(*) again; the months still in the database are
+// subtracted once.
+func TestArchiveRewriter_DroppedMonthRollups(t *testing.T) {
+	ctx := context.Background()
+	url, db := retentiontest.Postgres(t)
+	fill(t, db, 3000, 20)
+	src := retentiontest.EventsSource(t, url)
+	st, err := store.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100, Log: quiet}
+	if _, err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := &retention.Cleaner{Src: src, Months: 1, RequireArchive: true, Store: st, Log: quiet}
+	if _, err := cl.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	month := retentiontest.Month(-2)
+	pool := open(t, url)
+	pg := privacy.NewPG(pool)
+	if gone, err := pg.Dropped(ctx, month); err != nil || !gone {
+		t.Fatalf("Dropped(%s) = %v, %v; want the month dropped", retention.MonthString(month), gone, err)
+	}
+	s := privacy.Subject{AppID: "app-0", DeviceID: "d-5"}
+	eraseAll(t, pg, s, 1000)
+	w := &privacy.ArchiveRewriter{Archiver: a, Log: quiet, Rollups: pg}
+	rw, err := w.Rewrite(ctx, "e-1", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adjusted int64
+	for _, r := range rw {
+		if r.Table == "facts.facts" && r.Month != retention.MonthString(month) && r.RollupRows != 0 {
+			t.Errorf("rewrite %+v adjusted rollups of a month still in the database", r)
+		}
+		adjusted += r.RollupRows
+	}
+	if adjusted == 0 {
+		t.Fatalf("rewrites %+v adjusted no rollup row for the dropped month", rw)
+	}
+	if _, err := a.Restore(ctx, "events.events", month); err != nil {
+		t.Fatal(err)
+	}
+	if bad := exact(t, pool); bad != 0 {
+		t.Errorf("after the erasure and the restore %d rollup buckets differ from count(*)", bad)
+	}
+	// A second run finds nothing and subtracts nothing.
+	if rw, err := w.Rewrite(ctx, "e-1", s); err != nil || len(rw) != 0 {
+		t.Errorf("second Rewrite = %+v, %v", rw, err)
+	}
+	if bad := exact(t, pool); bad != 0 {
+		t.Errorf("after a second run %d rollup buckets differ from count(*)", bad)
+	}
 }

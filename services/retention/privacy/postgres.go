@@ -294,30 +294,82 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 		if b.Facts == 0 {
 			return nil
 		}
-		// One round trip for the 48 statements (a pipeline, in order).
-		batch := &pgx.Batch{}
-		for _, q := range decrementSQL {
-			if strings.HasPrefix(q, "DELETE") {
-				batch.Queue(q)
-				continue
-			}
-			batch.Queue(q).QueryRow(func(row pgx.Row) error {
-				var adj, zero int64
-				if err := row.Scan(&adj, &zero); err != nil {
-					return fmt.Errorf("decrement rollups: %w", err)
-				}
-				b.RollupRows += adj
-				b.RollupRowsRemoved += zero
-				return nil
-			})
-		}
-		if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-			return fmt.Errorf("adjust rollups: %w", err)
-		}
-		return nil
+		return decrement(ctx, tx, &b)
 	})
 	if err != nil {
 		return Batch{}, unavailable("erase events", err)
+	}
+	return b, nil
+}
+
+// decrement subtracts the facts in erased_facts from every rollup (the 48
+// statements of decrementSQL in one round trip, a pipeline, in order) and
+// counts the rows adjusted and removed into b.
+func decrement(ctx context.Context, tx pgx.Tx, b *Batch) error {
+	batch := &pgx.Batch{}
+	for _, q := range decrementSQL {
+		if strings.HasPrefix(q, "DELETE") {
+			batch.Queue(q)
+			continue
+		}
+		batch.Queue(q).QueryRow(func(row pgx.Row) error {
+			var adj, zero int64
+			if err := row.Scan(&adj, &zero); err != nil {
+				return fmt.Errorf("decrement rollups: %w", err)
+			}
+			b.RollupRows += adj
+			b.RollupRowsRemoved += zero
+			return nil
+		})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("adjust rollups: %w", err)
+	}
+	return nil
+}
+
+// Dropped tells whether month's partition of facts.facts is gone (archived
+// and dropped): only then are its facts in no table, and an erasure
+// subtracts the subject's archived facts from the rollups itself.
+func (p *PG) Dropped(ctx context.Context, month time.Time) (bool, error) {
+	var exists bool
+	name := fmt.Sprintf("facts.facts_y%04dm%02d", month.Year(), int(month.Month()))
+	if err := p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, name).Scan(&exists); err != nil {
+		return false, unavailable("find partition", err)
+	}
+	return !exists, nil
+}
+
+// DecrementArchived subtracts archived facts (lines of a facts.facts
+// archive, as the archiver wrote them) from every rollup in one
+// transaction, as EraseEvents does for the facts it deletes: the rollups
+// of a month archived and dropped then count only the events its archive
+// still holds.
+func (p *PG) DecrementArchived(ctx context.Context, facts [][]byte) (Batch, error) {
+	var b Batch
+	if len(facts) == 0 {
+		return b, nil
+	}
+	lines := make([]string, len(facts))
+	for i, f := range facts {
+		lines[i] = string(f)
+	}
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO erased_facts
+			SELECT (r->>'occurred_at')::timestamptz, r->>'app_id', r->>'country', (r->>'device_model_id')::integer, r->>'os',
+			       ARRAY(SELECT jsonb_array_elements_text(CASE WHEN jsonb_typeof(r->'threats') = 'array' THEN r->'threats' ELSE '[]' END))
+			  FROM unnest($1::text[]) AS l(line), LATERAL (SELECT l.line::jsonb AS r) j`, lines)
+		if err != nil {
+			return fmt.Errorf("read archived facts: %w", err)
+		}
+		b.Facts = tag.RowsAffected()
+		return decrement(ctx, tx, &b)
+	})
+	if err != nil {
+		return Batch{}, unavailable("adjust rollups for archived facts", err)
 	}
 	return b, nil
 }

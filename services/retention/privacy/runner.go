@@ -242,6 +242,9 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	if r.archives != nil {
 		rw, err := r.archives.Rewrite(ctx, e.ID, s)
 		rep.ArchivesRewritten = rw
+		for _, a := range rw {
+			rep.RollupRows += a.RollupRows
+		}
 		r.metrics.Rows.WithLabelValues("archive_rows").Add(float64(archiveRows(rw)))
 		if err != nil {
 			return rep, err

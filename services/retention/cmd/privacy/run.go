@@ -97,7 +97,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 			return fmt.Errorf("open events DB for archives: %w", err)
 		}
 		defer src.Close()
-		w := &privacy.ArchiveRewriter{Audit: auditor, Log: log,
+		w := &privacy.ArchiveRewriter{Audit: auditor, Log: log, Rollups: pg,
 			Archiver: &retention.Archiver{Src: src, Store: st, ChunkRows: cfg.ArchiveChunkRows, Log: log}}
 		if cfg.AuditDatabaseDSN != "" {
 			asrc, err := mariadb.OpenLazy(cfg.AuditDatabaseDSN)
