@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"threatview/platform/pglock"
 	"threatview/retention"
 )
 
@@ -84,34 +85,28 @@ func (r *Runner) Wake() {
 // runnerLock is the advisory lock key of the erasure runner.
 const runnerLock = 0x7072697661637931 // "privacy1"
 
-// Run takes the runner lock, then runs erasures until ctx ends.
+// Run runs erasures until ctx ends, while it holds the runner lock: a
+// platform/pglock advisory lock on a connection of its own (with pool's
+// settings), checked every Poll. When the lock is lost (its session ended
+// or stalled), the erasure in hand is cut short (it stays running and is
+// taken up again) and the runner waits for the lock again.
 func (r *Runner) Run(ctx context.Context, pool *pgxpool.Pool) error {
+	leader := pglock.NewLeader(pglock.Config{Name: "erasure runner lock", ConnConfig: pool.Config().ConnConfig,
+		Key: runnerLock, Poll: r.cfg.Poll}, nil, r.log)
 	for ctx.Err() == nil {
-		conn, err := pool.Acquire(ctx)
-		if err == nil {
-			var got bool
-			if err = conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, int64(runnerLock)).Scan(&got); err == nil && got {
-				err = r.loop(ctx, conn.Conn().PgConn().IsClosed)
-				_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(runnerLock))
-			}
-			conn.Release()
-		}
-		if err != nil && ctx.Err() == nil {
+		if err := leader.Run(ctx, r.loop); err != nil && ctx.Err() == nil {
 			r.log.Warn("erasure runner paused", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.cfg.Poll):
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.Poll):
+			}
 		}
 	}
 	return nil
 }
 
-func (r *Runner) loop(ctx context.Context, lost func() bool) error {
+func (r *Runner) loop(ctx context.Context) error {
 	for ctx.Err() == nil {
-		if lost() {
-			return errors.New("runner lock connection lost")
-		}
 		e, err := r.pg.Claim(ctx)
 		if err != nil {
 			return err
