@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -172,11 +173,16 @@ func rowArgs(r *wire.AuditRecord) ([]any, trail.LeafFields) {
 	if r.Body != nil {
 		body = r.Body
 	}
-	f.ActorToken, f.ActorApp, f.Action, f.Resource = []byte(r.ActorToken), []byte(r.ActorApp), []byte(r.Action), []byte(r.Resource)
-	f.UserAgent, f.RequestID = []byte(r.UserAgent), []byte(r.RequestID)
+	f.ActorToken, f.ActorApp, f.Action, f.Resource = view(r.ActorToken), view(r.ActorApp), view(r.Action), view(r.Resource)
+	f.UserAgent, f.RequestID = view(r.UserAgent), view(r.RequestID)
 	return append(make([]any, 0, insertCols), f.ID[:], r.Time.UTC(), r.ActorToken, r.ActorApp, r.Action, r.Resource,
 		r.Outcome, ip, r.UserAgent, r.RequestID, r.EventCount, sum, body), f
 }
+
+// view returns s's bytes without copying them. The leaf fields are only
+// read (appended to the leaf's bytes) while the record is in hand, never
+// written: a copy a field would be six allocations a row.
+func view(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // argSize estimates the bytes one value takes on the wire, escaped.
 func argSize(a any) int {
