@@ -11,8 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync/atomic"
@@ -225,47 +223,8 @@ func (id *identityForUI) disable(t *testing.T, name, by string) {
 // and returns its URL.
 func startAdminUI(t *testing.T, identityURL string) string {
 	t.Helper()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	return startService(t, "./services/admininterface/cmd/admininterface",
-		"IDENTITY_SERVICE_URL="+identityURL, "TOKENS_SERVICE_URL="+identityURL, "AUDITLOGGER_SERVICE_URL="+identityURL,
-		"INTERNAL_KEY=ui-test-internal-key", "ADMINUI_SESSION_KEY="+hex.EncodeToString(key), "ADMINUI_UPSTREAM_TIMEOUT=2s",
-		"ADMINUI_COLLECTOR_PUBLIC_URL=http://127.0.0.1:8080", "ADMINUI_STATUS_TARGETS=identity="+identityURL,
-		"STOMP_ADDR="+os.Getenv("STOMP_ADDR"), "ADMINUI_CLEANUP_COMMAND=/bin/true")
-}
-
-// startService builds the service command pkg from the tree, runs it with
-// env on a free loopback port (HTTP_ADDR) until the test ends, and returns
-// its URL once /healthz answers.
-func startService(t *testing.T, pkg string, env ...string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	out := &testenv.SyncBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, testenv.MustBuild(t, pkg))
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HTTP_ADDR=" + addr}, env...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	base := "http://" + addr
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start:\n%s", pkg, out.String())
-		}
-	}
+	return testenv.StartAdminInterface(t, "", identityURL,
+		"ADMINUI_UPSTREAM_TIMEOUT=2s", "ADMINUI_CLEANUP_COMMAND=/bin/true").URL
 }
 
 // TestAdminUI_FailClosedIdentityDown: with identity hung, the admin

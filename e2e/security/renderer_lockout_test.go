@@ -31,8 +31,8 @@ func startRenderer(t *testing.T, identityURL string) string {
 	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
 		t.Fatalf("migrate the events DB: %v", err)
 	}
-	return startService(t, "./services/visualrenderer/cmd/visualrenderer",
-		"RENDERER_DATABASE_URL="+dbURL, "RENDERER_DB_MAX_CONNS=2", "IDENTITY_SERVICE_URL="+identityURL)
+	return testenv.StartService(t, "./services/visualrenderer/cmd/visualrenderer", "",
+		"RENDERER_DATABASE_URL="+dbURL, "RENDERER_DB_MAX_CONNS=2", "IDENTITY_SERVICE_URL="+identityURL).URL
 }
 
 // newRendererBrowser is a browser of the renderer at base (its sign-in

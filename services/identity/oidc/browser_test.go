@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -48,17 +46,6 @@ type stackOptions struct {
 	slowRefresh time.Duration
 }
 
-func freeAddr(t *testing.T, host string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", host+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 func startUIStack(t *testing.T, o stackOptions) *uiStack {
 	t.Helper()
 	if _, err := exec.LookPath(chromium); err != nil {
@@ -76,8 +63,9 @@ func startUIStack(t *testing.T, o stackOptions) *uiStack {
 	if _, err := migrations.Up(context.Background(), db, migrations.Identity); err != nil {
 		t.Fatal(err)
 	}
-	st := &uiStack{store: mariadb.New(db), uiLog: &testenv.SyncBuffer{}}
-	st.ui = "http://" + freeAddr(t, "127.0.0.1")
+	st := &uiStack{store: mariadb.New(db)}
+	uiAddr := testenv.FreeAddr(t, "127.0.0.1")
+	st.ui = "http://" + uiAddr
 	st.issuer = providerAt(t, "127.0.0.2", st.ui+"/login/oidc/callback", &st.who, true)
 
 	seed := make([]byte, 32)
@@ -99,35 +87,9 @@ func startUIStack(t *testing.T, o stackOptions) *uiStack {
 	t.Cleanup(id.Close)
 	st.identity = id.URL
 
-	bin := testenv.MustBuild(t, "./services/admininterface/cmd/admininterface")
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HTTP_ADDR=" + strings.TrimPrefix(st.ui, "http://"),
-		"IDENTITY_SERVICE_URL=" + st.identity, "TOKENS_SERVICE_URL=" + st.identity, "AUDITLOGGER_SERVICE_URL=" + st.identity,
-		"INTERNAL_KEY=ui-test-internal-key", "ADMINUI_SESSION_KEY=" + hex.EncodeToString(seed),
-		"ADMINUI_SECURE_COOKIES=true", "ADMINUI_OIDC=true", "ADMINUI_COLLECTOR_PUBLIC_URL=http://127.0.0.1:8080",
-		"ADMINUI_STATUS_TARGETS=identity=" + st.identity, "STOMP_ADDR=" + os.Getenv("STOMP_ADDR"),
-	}
-	cmd.Stdout, cmd.Stderr = st.uiLog, st.uiLog
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(st.ui + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the admin interface did not start:\n%s", st.uiLog.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	ui := testenv.StartAdminInterface(t, uiAddr, st.identity,
+		"ADMINUI_SECURE_COOKIES=true", "ADMINUI_OIDC=true")
+	st.uiLog = ui.Log
 	return st
 }
 
