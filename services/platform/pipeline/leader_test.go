@@ -19,8 +19,9 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // fakeLocker hands out one lease at a time; its Acquire fails failFirst
-// times first. The real lockers (Postgres advisory lock, MariaDB GET_LOCK)
-// are tested against their databases in the services.
+// times first. The real lockers are tested against their databases: the
+// PostgreSQL advisory lock in platform/pglock, MariaDB's GET_LOCK in the
+// audit worker.
 type fakeLocker struct {
 	failFirst atomic.Int32
 	acquired  atomic.Int32
