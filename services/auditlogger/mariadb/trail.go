@@ -214,15 +214,18 @@ func lockTree(ctx context.Context, q Querier) (*trail.Tree, bool, error) {
 // transaction (the tamper tests verify inside one and roll it back).
 type Trail struct {
 	q Querier
-	// Page is how many rows one query reads (default 20,000).
+	// Page is how many sequence numbers one query reads (default 20,000).
 	Page int
+	// Workers is how many pages are read at once (default 2; one on a
+	// transaction).
+	Workers int
 	// archivedMonths are the months the archives table records (loaded by
 	// LoadArchived).
 	archivedMonths map[time.Time]bool
 }
 
 // NewTrail returns a Trail on q.
-func NewTrail(q Querier) *Trail { return &Trail{q: q, Page: 20000} }
+func NewTrail(q Querier) *Trail { return &Trail{q: q, Page: 20000, Workers: 2} }
 
 var _ trail.Source = (*Trail)(nil)
 
@@ -320,58 +323,76 @@ func (t *Trail) RowsBetween(ctx context.Context, from, to uint64) iter.Seq2[trai
 // body (the leaf covers body_sha256 only), its seq and leaf_hash.
 const trailCols = "id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,seq,leaf_hash"
 
-// rows reads pages in a goroutine one page ahead of the caller, so the
-// database and the hashing overlap.
+// rows reads the rows in ranges of Page sequence numbers, Workers ranges
+// at a time on connections of their own (one at a time on a transaction),
+// and yields them in order: the database's reads, the leaf hashing and the
+// caller's checks overlap on every core. A range holds every row of its
+// sequence numbers (forged duplicates included) and starts at the smallest
+// seq stored from there on, so gaps cost one index lookup, however wide.
 func (t *Trail) rows(ctx context.Context, from, to uint64) iter.Seq2[trail.Row, error] {
 	return func(yield func(trail.Row, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		workers := max(t.Workers, 1)
+		if _, ok := t.q.(*sql.DB); !ok {
+			workers = 1 // a transaction runs one statement at a time
+		}
+		step := uint64(max(t.Page, 1))
 		type page struct {
 			rows []trail.Row
 			err  error
 		}
-		pages := make(chan page, 1)
+		// futures holds each range's result in range order; at most
+		// workers ranges are read at once.
+		futures := make(chan chan page, workers)
 		go func() {
-			defer close(pages)
-			send := func(p page) bool {
-				select {
-				case pages <- p:
-					return true
-				case <-ctx.Done():
-					return false
-				}
-			}
-			next := from
-			for next < to {
-				rs, err := t.page(ctx, next, to, t.Page)
-				if err != nil || len(rs) < t.Page {
-					send(page{rs, err})
-					return
-				}
-				// Pages are cut by seq alone (the by_seq index's order; a
-				// longer sort key makes MariaDB sort the whole range): the
-				// rows of the page's last seq are read again with the next
-				// page, unless the whole page has that seq (forged
-				// duplicates), which is then read in one go.
-				last := rs[len(rs)-1].Seq
-				cut := len(rs)
-				for cut > 0 && rs[cut-1].Seq == last {
-					cut--
-				}
-				if cut == 0 {
-					if rs, err = t.page(ctx, last, last+1, 0); err != nil || !send(page{rs, err}) {
-						return
+			defer close(futures)
+			sem := make(chan struct{}, workers)
+			for a := from; a < to; {
+				var next sql.NullInt64
+				err := t.q.QueryRowContext(ctx, "SELECT MIN(seq) FROM audit_events WHERE seq >= ?", a).Scan(&next)
+				res := make(chan page, 1)
+				if err != nil {
+					res <- page{err: fmt.Errorf("read trail rows: %w: %w", auditlogger.ErrUnavailable, err)}
+					select {
+					case futures <- res:
+					case <-ctx.Done():
 					}
-					next = last + 1
-					continue
-				}
-				if !send(page{rs[:cut], nil}) {
 					return
 				}
-				next = last
+				if !next.Valid || uint64(next.Int64) >= to {
+					return
+				}
+				a = uint64(next.Int64)
+				b := to
+				if a+step > a && a+step < to {
+					b = a + step
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				select {
+				case futures <- res:
+				case <-ctx.Done():
+					return
+				}
+				fetch := func(a, b uint64) {
+					defer func() { <-sem }()
+					rs, err := t.page(ctx, a, b, 0)
+					res <- page{rs, err}
+				}
+				if workers == 1 {
+					fetch(a, b)
+				} else {
+					go fetch(a, b)
+				}
+				a = b
 			}
 		}()
-		for p := range pages {
+		for res := range futures {
+			p := <-res
 			if p.err != nil {
 				yield(trail.Row{}, p.err)
 				return
