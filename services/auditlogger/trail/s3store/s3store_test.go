@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
+	"threatview/auditlogger/internal/s3test"
 	"threatview/auditlogger/trail"
 	"threatview/auditlogger/trail/s3store"
-	"threatview/auditlogger/internal/s3test"
 )
 
 // These tests are built only with the tag s3 and run against a real
