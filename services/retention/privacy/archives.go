@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,6 +40,82 @@ type ArchiveRewriter struct {
 	// Audit records each rewrite; nil only in tests.
 	Audit Auditor
 	Log   *slog.Logger
+
+	// present caches, per archived month of events.events, which subjects
+	// its archive holds, so a queue of erasures reads each month once, not
+	// once per erasure (see holds).
+	mu      sync.Mutex
+	present map[time.Time]monthSubjects
+}
+
+// monthSubjects is the set of subjects one version of a month's events
+// archive holds (manifest names the version).
+type monthSubjects struct {
+	manifest string
+	subjects map[Subject]bool
+}
+
+// maxCachedSubjects bounds one month's cached set (about 100 bytes each).
+const maxCachedSubjects = 2_000_000
+
+// holds tells whether the archive of month m (the version its record names)
+// may hold a row of s: from the cache when it knows that version, else by
+// reading the archive once and caching the subjects it holds. A month with
+// more subjects than maxCachedSubjects is not cached ("maybe" each time).
+func (w *ArchiveRewriter) holds(ctx context.Context, m time.Time, s Subject) (bool, error) {
+	rec, err := w.Archiver.Src.Record(ctx, archivedTable, m)
+	if err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	c, ok := w.present[m]
+	w.mu.Unlock()
+	if ok && c.manifest == rec.ManifestSHA256 {
+		return c.subjects[s], nil
+	}
+	set := map[Subject]bool{}
+	err = w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
+		if set == nil {
+			return nil
+		}
+		var row Subject
+		if err := json.Unmarshal(line, &row); err != nil {
+			return fmt.Errorf("archived row is not a JSON object: %w", err)
+		}
+		set[row] = true
+		if len(set) > maxCachedSubjects {
+			set = nil
+		}
+		return nil
+	})
+	if err != nil || set == nil {
+		return true, err
+	}
+	w.mu.Lock()
+	if w.present == nil {
+		w.present = map[time.Time]monthSubjects{}
+	}
+	w.present[m] = monthSubjects{manifest: rec.ManifestSHA256, subjects: set}
+	w.mu.Unlock()
+	return set[s], nil
+}
+
+// forget records that the archive of month m, rewritten, no longer holds
+// s: the cache moves to the new version without s.
+func (w *ArchiveRewriter) forget(ctx context.Context, m time.Time, s Subject) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.present[m]
+	if !ok {
+		return
+	}
+	delete(w.present, m)
+	rec, err := w.Archiver.Src.Record(ctx, archivedTable, m)
+	if err != nil {
+		return
+	}
+	delete(c.subjects, s)
+	w.present[m] = monthSubjects{manifest: rec.ManifestSHA256, subjects: c.subjects}
 }
 
 // archivedTable is the table whose archives hold device ids; factsTable's
@@ -82,23 +159,26 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 		// finds the subject's events in the events archive.
 		ids := map[string]bool{}
 		maybe := mayHold(s.DeviceID)
-		err := w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
-			if !maybe(line) {
-				return nil // not the subject's row: no need to parse it
-			}
-			var row struct {
-				ID       string `json:"id"`
-				AppID    string `json:"app_id"`
-				DeviceID string `json:"device_id"`
-			}
-			if err := json.Unmarshal(line, &row); err != nil {
-				return fmt.Errorf("archived row is not a JSON object: %w", err)
-			}
-			if row.AppID == s.AppID && row.DeviceID == s.DeviceID {
-				ids[row.ID] = true
-			}
-			return nil
-		})
+		held, err := w.holds(ctx, m, s)
+		if err == nil && held {
+			err = w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
+				if !maybe(line) {
+					return nil // not the subject's row: no need to parse it
+				}
+				var row struct {
+					ID       string `json:"id"`
+					AppID    string `json:"app_id"`
+					DeviceID string `json:"device_id"`
+				}
+				if err := json.Unmarshal(line, &row); err != nil {
+					return fmt.Errorf("archived row is not a JSON object: %w", err)
+				}
+				if row.AppID == s.AppID && row.DeviceID == s.DeviceID {
+					ids[row.ID] = true
+				}
+				return nil
+			})
+		}
 		// The facts removed, kept for the rollups when the month was dropped.
 		facts := map[string][]byte{}
 		steps := []struct {
@@ -123,6 +203,9 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 					// After the rewrite: a retry finds these facts no more,
 					// so they are never subtracted twice.
 					rw.RollupRows, err = w.decrementArchived(ctx, facts)
+				}
+				if st.table == archivedTable {
+					w.forget(ctx, m, s)
 				}
 				out = append(out, rw)
 				w.audited(ctx, erasureID, rw)
