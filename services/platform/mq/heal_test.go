@@ -151,9 +151,11 @@ func TestPublisher_NotSentIsNotUnconfirmed(t *testing.T) {
 // fullStore plays ActiveMQ with a full store: each SEND waits wait
 // (sendFailIfNoSpaceAfterTimeout) and is then refused. A SEND that asked for
 // a receipt is answered ERROR; one that did not (inside a transaction) only
-// marks the transaction rollback-only, and its COMMIT is answered ERROR.
-// Other frames get their receipts. refused counts the refused SENDs.
-func fullStore(wait time.Duration, refused *atomic.Int32) func(c *fakeConn, f *frame.Frame) {
+// marks the transaction rollback-only, and its COMMIT is answered ERROR. A
+// COMMIT of a transaction whose refused SENDs asked for receipts commits
+// whatever else the transaction holds, as ActiveMQ does: commits counts
+// those. Other frames get their receipts. refused counts the refused SENDs.
+func fullStore(wait time.Duration, refused, commits *atomic.Int32) func(c *fakeConn, f *frame.Frame) {
 	rollbackOnly := map[string]bool{}
 	return func(c *fakeConn, f *frame.Frame) {
 		switch f.Command {
@@ -170,6 +172,7 @@ func fullStore(wait time.Duration, refused *atomic.Int32) func(c *fakeConn, f *f
 				c.write(frame.New(frame.ERROR, frame.ReceiptId, id, frame.Message, "Transaction marked rollback only"))
 				return
 			}
+			commits.Add(1)
 			receiptFor(c, f)
 		default:
 			receiptFor(c, f)
@@ -180,7 +183,9 @@ func fullStore(wait time.Duration, refused *atomic.Int32) func(c *fakeConn, f *f
 // A broker that refuses a send (store full) answers with an ERROR: the
 // publisher reports it as a definite refusal at once, neither after its
 // receipt timeout (outcome unknown) nor after sending the same frames again
-// on a fresh connection, which would wait out the same refusal.
+// on a fresh connection, which would wait out the same refusal; and it
+// never sends the COMMIT of a transaction whose SEND was refused (the
+// broker would commit the transaction's other messages).
 func TestPublisher_RefusalIsPromptAndDefinite(t *testing.T) {
 	const wait = 300 * time.Millisecond
 	for _, tc := range []struct {
@@ -198,8 +203,8 @@ func TestPublisher_RefusalIsPromptAndDefinite(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var refused atomic.Int32
-			b := newFakeBroker(t, fullStore(wait, &refused))
+			var refused, commits atomic.Int32
+			b := newFakeBroker(t, fullStore(wait, &refused, &commits))
 			// The receipt timeout is shorter than two refusals: a transaction
 			// whose refusal came only at its COMMIT would time out.
 			pub := mq.NewPublisher(mq.Config{Addr: b.addr(), Conns: 1, ReceiptTimeout: 500 * time.Millisecond}, discard())
@@ -221,6 +226,9 @@ func TestPublisher_RefusalIsPromptAndDefinite(t *testing.T) {
 			time.Sleep(3 * wait) // the fake finishes what is on the wire
 			if n := refused.Load(); n != tc.sends {
 				t.Errorf("the broker refused %d SEND frames, want %d (not sent again on a fresh connection)", n, tc.sends)
+			}
+			if n := commits.Load(); n != 0 {
+				t.Errorf("the broker got %d COMMIT frames after a refused SEND, want none (it would keep the refused request's other messages)", n)
 			}
 		})
 	}

@@ -146,7 +146,8 @@ func (p *Publisher) do(ctx context.Context, op string, frs []*frame.Frame) error
 		p.slots <- nil
 		// An ERROR is the broker's answer, not a stale connection's: sending
 		// again would only wait out the same refusal.
-		if attempt == 0 && c.reused && !errors.Is(err, errReceiptTimeout) && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
+		if attempt == 0 && c.reused && !errors.Is(err, errReceiptTimeout) && !errors.Is(err, ErrRefused) &&
+			!errors.Is(err, errNotCommitted) && ctx.Err() == nil {
 			p.log.Debug("broker connection failed; retrying on a fresh one", "op", op, "err", err)
 			if errors.Is(err, ErrUnconfirmed) {
 				unconfirmed = err

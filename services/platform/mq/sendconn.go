@@ -3,6 +3,7 @@ package mq
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -197,32 +198,60 @@ func (c *sendConn) alive() bool {
 	}
 }
 
-// roundTrip writes frs, the last one asking for receipt id, and waits for
-// that receipt until timeout or ctx ends. Any error leaves the connection
-// unusable; the caller closes it.
+// errNotCommitted means a transaction's messages were not all confirmed in
+// time, or the connection was lost before its COMMIT was sent: the broker
+// kept none of them (closing the connection rolls the transaction back). It
+// is a definite outcome, and not sent again (the broker is slow).
+var errNotCommitted = errors.New("the transaction's messages were not confirmed in time; not committed")
+
+// roundTrip writes frs and waits, until timeout or ctx ends, for the
+// broker's receipts. Any error leaves the connection unusable; the caller
+// closes it.
+//
+// Every SEND asks for a receipt. A transaction (frs ending in COMMIT) goes in
+// two steps: BEGIN and the SENDs, then, once every SEND is confirmed, the
+// COMMIT. A SEND the broker refuses (store or memory full, after
+// sendFailIfNoSpaceAfterTimeout) is answered with an ERROR at once, and no
+// COMMIT follows it: written together with the SENDs, a COMMIT the broker
+// reads after a refused SEND commits the transaction's other messages, so a
+// request answered as refused would be kept. Without the SENDs' receipts the
+// refusal came only at the COMMIT, each SEND having waited out the timeout.
 func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame, timeout time.Duration) error {
 	// Frames left from an earlier round trip (none expected) must not be
 	// taken for this one's answer.
 	for len(c.frames) > 0 {
 		<-c.frames
 	}
-	// Every SEND asks for a receipt too, not only the last frame: in a
-	// transaction ActiveMQ answers a SEND without one asynchronously, so a
-	// SEND it refuses (store or memory full, after
-	// sendFailIfNoSpaceAfterTimeout) only marks the transaction
-	// rollback-only, each following SEND waits out the same timeout, and
-	// the refusal comes at the COMMIT, after the receipt timeout. With a
-	// receipt the first refused SEND is answered with an ERROR at once.
-	for i, f := range frs[:len(frs)-1] {
-		if f.Command == frame.SEND {
-			f.Header.Set(frame.Receipt, id+"."+strconv.Itoa(i))
-		}
-	}
-	frs[len(frs)-1].Header.Set(frame.Receipt, id)
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	first := frs
+	var commit *frame.Frame
+	if n := len(frs); n > 1 && frs[n-1].Command == frame.COMMIT {
+		first, commit = frs[:n-1], frs[n-1]
+	}
+	want := map[string]bool{}
+	for i, f := range first {
+		if f.Command == frame.SEND || (commit == nil && i == len(first)-1) {
+			r := id + "." + strconv.Itoa(i)
+			f.Header.Set(frame.Receipt, r)
+			want[r] = true
+		}
+	}
+	if err := c.exchange(ctx, first, want, deadline, timeout, commit == nil); err != nil || commit == nil {
+		return err
+	}
+	commit.Header.Set(frame.Receipt, id)
+	return c.exchange(ctx, []*frame.Frame{commit}, map[string]bool{id: true}, deadline, timeout, true)
+}
+
+// exchange writes frs in one write and waits until every receipt in want
+// has come. When a lost connection or the deadline leaves the outcome
+// unknown (final: the frames could have been acted on) the error wraps
+// ErrUnconfirmed; otherwise (a transaction's SENDs before its COMMIT) it
+// wraps errNotCommitted.
+func (c *sendConn) exchange(ctx context.Context, frs []*frame.Frame, want map[string]bool, deadline time.Time, timeout time.Duration, final bool) error {
 	c.wmu.Lock()
 	_ = c.raw.SetWriteDeadline(deadline)
 	c.out.Reset()
@@ -246,25 +275,39 @@ func (c *sendConn) roundTrip(ctx context.Context, id string, frs []*frame.Frame,
 	}
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
-	for {
+	// unknown is the error for an answer that did not come: the outcome is
+	// unknown for the final frames, and nothing for the SENDs of a
+	// transaction whose COMMIT was not sent.
+	unknown := func(why string, cause error) error {
+		if final {
+			return fmt.Errorf("%s: %w: %w", why, ErrUnconfirmed, cause)
+		}
+		return fmt.Errorf("%s: %w: %w", why, errNotCommitted, cause)
+	}
+	for len(want) > 0 {
 		select {
 		case f := <-c.frames:
 			switch f.Command {
 			case frame.RECEIPT:
-				if f.Header.Get(frame.ReceiptId) == id {
-					return nil
-				}
+				delete(want, f.Header.Get(frame.ReceiptId))
 			case frame.ERROR:
 				return fmt.Errorf("%w: %s", ErrRefused, f.Header.Get(frame.Message))
 			}
 		case <-c.dead:
-			return fmt.Errorf("connection lost after the write: %w: %w", ErrUnconfirmed, c.err)
+			return unknown("connection lost after the write", c.err)
 		case <-timer.C:
-			return fmt.Errorf("%w (%s)", errReceiptTimeout, timeout)
+			if final {
+				return fmt.Errorf("%w (%s)", errReceiptTimeout, timeout)
+			}
+			return unknown("no receipt in time", fmt.Errorf("after %s", timeout))
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", errReceiptTimeout, ctx.Err())
+			if final {
+				return fmt.Errorf("%w: %w", errReceiptTimeout, ctx.Err())
+			}
+			return unknown("no receipt in time", ctx.Err())
 		}
 	}
+	return nil
 }
 
 // close says DISCONNECT without waiting for an answer and closes the
