@@ -192,6 +192,7 @@ func (l *Locker) try(ctx context.Context, conn *pgx.Conn) (*Lease, error) {
 	}
 	var key int64
 	var ok bool
+	// sql: q is one of the constants tryKey and tryTextKey; the key is an argument.
 	if err := conn.QueryRow(tctx, q, arg).Scan(&key, &ok); err != nil {
 		return nil, fmt.Errorf("%s: try: %w", l.cfg.Name, err)
 	}
