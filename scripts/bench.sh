@@ -10,8 +10,8 @@
 # per accepted request for the machine and each process, requests per broker
 # message, pprof CPU profiles at 1,500 req/s rendered as
 # docs/flame-NAME.svg) -> users -> overhead (a second collector with
-# auditing off, started and stopped here) -> ceilings (COPY ceiling, cold
-# start, with CEILINGS_DRAIN=1 the drain rate) -> report (with a before/after
+# auditing off, started and stopped here) -> ceilings (drain beside live
+# traffic, COPY ceiling, backlog capacity, cold start) -> report (with a before/after
 # CPU table when CPU_BEFORE names an earlier cpu.json).
 #
 # Needs the stack up (make up) and .run/env. The CPU profiles need the
@@ -40,10 +40,12 @@
 #   OVERHEAD_RATE=500 OVERHEAD_USERS=50 OVERHEAD_STEP=8s NOAUDIT_PORT=8090
 #   DRAIN_TIMEOUT=600                         seconds the sweeps and the cpu, users and overhead
 #                                             steps wait for the consumers to catch up first
+#   DRAIN_EVENTS=250000                       events queued before the drain of the ceilings step
+#   CAPACITY_STORE="1 gb"                     the store limit of the ceilings step's capacity broker
 #   CEILINGS_DRAIN=1                          the ceilings step also runs the backlog fault test
-#                                             (drain rate; about 1.5 GB queued first)
+#                                             (about 1.5 GB queued first)
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
-#   SKIP_CEILINGS=1                           no ceilings step (COPY ceiling, cold start)
+#   SKIP_CEILINGS=1                           no ceilings step (drain, COPY ceiling, capacity, cold start)
 #   BENCH_OUT=.run/bench  PAGE=docs/performance.md
 # The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
 set -euo pipefail
@@ -338,26 +340,35 @@ if [ -z "${SKIP_OVERHEAD:-}" ]; then step "overhead: audit on vs off" overhead; 
 # ------------------------------------------------------------------ ceilings
 # What PostgreSQL takes in at most (BenchmarkCopyCeiling: COPY of
 # processor-shaped rows in 2,000-row transactions) beside how fast the
-# processor drains a backlog (the backlog fault test, only with
-# CEILINGS_DRAIN=1: it queues about 1.5 GB first), and how fast valid apps
-# get 202s after a cold restart of the collector (the cold-start fault
-# test). The page quotes the figures these print.
+# processor drains a backlog while live traffic runs (TestDrainBesideLiveTraffic:
+# DRAIN_EVENTS queued with the processor stopped, then drained beside 500
+# req/s), how large a backlog the broker holds (TestBacklogCapacity: a broker
+# of its own with CAPACITY_STORE of store, filled until it refuses), and how
+# fast valid apps get 202s after a cold restart of the collector (the
+# cold-start fault test). The page quotes the figures these print.
+# CEILINGS_DRAIN=1 also runs the 1.5 GB backlog fault test.
 ceilings() {
   local ok=0
-  (cd loadtest && go test -count=1 -run '^$' -bench CopyCeiling -benchtime 1x ./storage/) >"$OUT/copy-ceiling.log" 2>&1 || ok=1
+  (cd e2e && THREATVIEW_DRAIN_EVENTS="${DRAIN_EVENTS:-250000}" go test -tags fault -count=1 -timeout 30m -v \
+    -run 'TestDrainBesideLiveTraffic$' ./fault/) >"$OUT/drain.log" 2>&1 || ok=1
+  (cd loadtest && THREATVIEW_COPY_CEILING_URL="${EVENTS_DATABASE_URL:-}" go test -count=1 -run '^$' -bench CopyCeiling -benchtime 1x ./storage/) >"$OUT/copy-ceiling.log" 2>&1 || ok=1
+  (cd e2e && THREATVIEW_CAPACITY_STORE="${CAPACITY_STORE:-1 gb}" go test -tags fault -count=1 -timeout 20m -v \
+    -run 'TestBacklogCapacity$' ./fault/) >"$OUT/capacity.log" 2>&1 || ok=1
   (cd e2e && go test -tags fault -count=1 -timeout 10m -v -run 'TestFault_ColdStartValidTokens$' ./fault/) >"$OUT/coldstart.log" 2>&1 || ok=1
   if [ -n "${CEILINGS_DRAIN:-}" ]; then
-    (cd e2e && go test -tags fault -count=1 -timeout 30m -v -run 'TestFaultBacklogBufferedOnDisk$' ./fault/) >"$OUT/drain.log" 2>&1 || ok=1
+    (cd e2e && go test -tags fault -count=1 -timeout 30m -v -run 'TestFaultBacklogBufferedOnDisk$' ./fault/) >"$OUT/backlog.log" 2>&1 || ok=1
   fi
   { grep -hE '^BenchmarkCopyCeiling' "$OUT/copy-ceiling.log" || true
-    grep -hE '(drain|drain CPU per event|cold start): ' "$OUT/drain.log" "$OUT/coldstart.log" 2>/dev/null |
+    grep -hE '(processor stopped|drain|drain CPU per event|live traffic during the drain|exactly once|rollups exact|load average after the drain|backlog capacity|store full|backlog drained from the broker|cold start): ?' \
+      "$OUT/drain.log" "$OUT/capacity.log" "$OUT/backlog.log" "$OUT/coldstart.log" 2>/dev/null |
       sed -E 's/^ *[a-z_]+_test\.go:[0-9]+: //' || true
+    grep -hE -- '^--- (PASS|FAIL)' "$OUT/drain.log" "$OUT/capacity.log" "$OUT/backlog.log" "$OUT/coldstart.log" 2>/dev/null || true
   } >"$OUT/ceilings.txt"
   return "$ok"
 }
 if [ -z "${SKIP_CEILINGS:-}" ]; then
   wait_drained "ceilings"
-  step "ceilings: COPY ceiling, cold start${CEILINGS_DRAIN:+, drain rate}" ceilings
+  step "ceilings: drain beside live traffic, COPY ceiling, backlog capacity, cold start${CEILINGS_DRAIN:+, 1.5 GB backlog}" ceilings
 fi
 
 # ------------------------------------------------------------------ the page

@@ -232,17 +232,8 @@ func brokerRSS(t *testing.T) int64 {
 		t.Logf("broker pid: %v", err)
 		return 0
 	}
-	st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/status")
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(st), "\n") {
-		if strings.HasPrefix(l, "VmRSS:") {
-			kb, _ := strconv.ParseInt(strings.Fields(l)[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pidRSS(pid)
 }
 
 // brokerLogSince returns what the broker logged after offset (the log's

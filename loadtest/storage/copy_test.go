@@ -2,9 +2,11 @@ package storage
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -27,22 +29,37 @@ import (
 // /proc for the stack's postgres process tree.
 //
 //	go test -run '^$' -bench CopyCeiling -benchtime 1x ./storage/
+//
+// With THREATVIEW_COPY_CEILING_URL set (make bench sets the stack's events
+// database) it also runs table=stack: the same COPY into that database's
+// events.events, as large as the drain finds it, with random (version 4)
+// ids as the drain's events have, each transaction rolled back so nothing
+// stays: the ceiling of the same rows on the same table at the same time.
 func BenchmarkCopyCeiling(b *testing.B) {
 	for _, pad := range []int{260, 1800} {
-		b.Run(fmt.Sprintf("payload=%d", pad), func(b *testing.B) { copyCeiling(b, 200_000, pad) })
+		b.Run(fmt.Sprintf("payload=%d", pad), func(b *testing.B) { copyCeiling(b, "", 200_000, pad) })
+	}
+	if url := os.Getenv("THREATVIEW_COPY_CEILING_URL"); url != "" {
+		b.Run("payload=260/table=stack", func(b *testing.B) { copyCeiling(b, url, 200_000, 260) })
 	}
 }
 
-func copyCeiling(b *testing.B, rows, pad int) {
-	url := testenv.MustPostgres(b)
+// copyCeiling COPYs rows of about pad bytes of payload: into a fresh
+// database (stackURL blank: structured ids, committed) or into the
+// database at stackURL (random ids, rolled back).
+func copyCeiling(b *testing.B, stackURL string, rows, pad int) {
 	ctx := context.Background()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
-		b.Fatal(err)
+	url := stackURL
+	if url == "" {
+		url = testenv.MustPostgres(b)
+		db, err := sql.Open("pgx", url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
+			b.Fatal(err)
+		}
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -72,7 +89,11 @@ func copyCeiling(b *testing.B, rows, pad int) {
 			now := time.Now()
 			src := make([][]any, batch)
 			for i := range src {
-				src[i] = []any{uuid(it, done+i), now, now, "app.startup", "bench-app", "1.0.0", "device-1",
+				id := uuid(it, done+i)
+				if stackURL != "" {
+					id = randomUUID()
+				}
+				src[i] = []any{id, now, now, "app.startup", "bench-app", "1.0.0", "device-1",
 					"Pixel 8", "Google", "android", "14", "GB", ip, "tok", "req", payload}
 			}
 			tx, err := conn.Begin(ctx)
@@ -82,7 +103,11 @@ func copyCeiling(b *testing.B, rows, pad int) {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events", "events"}, cols, pgx.CopyFromRows(src)); err != nil {
 				b.Fatal(err)
 			}
-			if err := tx.Commit(ctx); err != nil {
+			end := tx.Commit
+			if stackURL != "" {
+				end = tx.Rollback
+			}
+			if err := end(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -94,6 +119,15 @@ func copyCeiling(b *testing.B, rows, pad int) {
 		b.ReportMetric(float64(rows)/wall.Seconds(), "events/s")
 		b.ReportMetric(cpu/float64(rows)*1e6, "pg-cpu-µs/event")
 	}
+}
+
+// randomUUID returns a random version 4 UUID.
+func randomUUID() string {
+	var u [16]byte
+	_, _ = rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
 
 // uuid returns a distinct version-4-shaped UUID for (iteration, row).

@@ -404,7 +404,8 @@ func buildReport(dir, title string, flames []string) (string, string, error) {
 	if in.ceilings != "" {
 		p("## Ceilings\n\n")
 		p("`BenchmarkCopyCeiling` (loadtest/storage) is what PostgreSQL takes in at most: processor-shaped rows COPYed into `events.events` in 2,000-row transactions, with PostgreSQL's CPU per event. ")
-		p("The drain rate (\"drain:\", from the backlog fault test, run with `CEILINGS_DRAIN=1`) is how fast the processor stores a queued backlog; docs/scaling.md compares the two. ")
+		p("\"drain:\" is `TestDrainBesideLiveTraffic` (e2e/fault): the processor stopped while 8 senders queue gzip batches of 250 events of ~500 B, then started while 500 single-event requests a second run beside the drain; its steady rate, CPU per drained event, the live traffic's p95, exactly once and exact rollups. ")
+		p("\"backlog capacity:\" is `TestBacklogCapacity` (e2e/fault): a broker of its own with the stack's configuration and a smaller store (1 GB here; 10 GB in the stack), filled with ~1 KB events until it refuses: events held per store, the broker's RSS, the refusal, and the queue drained exactly once; docs/scaling.md compares them. ")
 		p("\"cold start:\" is `TestFault_ColdStartValidTokens` (e2e/fault): valid apps arriving at once right after the collector restarted, inside a flood of random tokens.\n\n")
 		p("```\n%s\n```\n\n", in.ceilings)
 	}
