@@ -47,7 +47,7 @@ func (r sweepRun) cpuOf(name string) float64 {
 }
 
 // loadRun runs the load test's `run` (vegeta, open model, the simulator's
-// fleet: about 30 % of events carry a threat) against the local collector
+// fleet: about a third of events carry a threat) against the local collector
 // and returns its run.json.
 func loadRun(b *testing.B, root, lt, out string, rate float64, warmup, dur time.Duration) sweepRun {
 	b.Helper()
@@ -122,7 +122,7 @@ func restoreOutbox(b *testing.B, root string, orig []byte) {
 
 // BenchmarkIngestSweep measures the outbox's cost to ingest and the
 // forwarding lag at a constant rate (SWEEP_RATE, default 2,000 req/s, one
-// event a request, about 30 % with a threat) through the collector, with
+// event a request, about a third with a threat) through the collector, with
 // the load test's run: first with PROCESSOR_ALERTS_OUTBOX=false, then with
 // the outbox on and every demo-app threat event forwarded to two
 // destinations (syslog over TLS to a real rsyslogd, OCSF over HTTP). It
