@@ -150,24 +150,26 @@ func (f *flood) record(status int, detail string, lat time.Duration, ids []strin
 
 // run posts with senders goroutines until ctx ends, until untilBytes
 // uncompressed bytes were accepted (0: no such limit), or, when stopOnFail,
-// at the first answer that is not 202. It returns how long it ran.
+// at the first answer that is not 202. It returns how long it ran. Reaching
+// the limit or a failure stops new requests only: those in flight get their
+// answers (and are recorded), so every event the broker kept was either
+// answered 202 or refused with the answer recorded.
 func (f *flood) run(ctx context.Context, senders int, untilBytes int64, stopOnFail bool) time.Duration {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var seq atomic.Int64
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := 0; i < senders; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && !stop.Load() {
 				if untilBytes > 0 && f.bytes.Load() >= untilBytes {
-					cancel()
+					stop.Store(true)
 					return
 				}
 				if !f.post(ctx, seq.Add(1)) && stopOnFail && ctx.Err() == nil {
-					cancel()
+					stop.Store(true)
 					return
 				}
 			}
