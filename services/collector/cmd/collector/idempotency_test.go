@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"sort"
@@ -18,12 +17,15 @@ import (
 )
 
 // receiptEater is a TCP proxy to the real broker that, while eat is set,
-// drops the RECEIPT frames the broker sends: the broker commits, the
-// collector never hears of it. That is the unknown outcome.
+// drops the RECEIPT frames answering a COMMIT: the broker commits, the
+// collector never hears of it. That is the unknown outcome. (The receipts
+// of the transaction's SENDs pass: without them the collector never sends
+// the COMMIT, and the request is a definite 503 unavailable.)
 type receiptEater struct {
-	ln  net.Listener
-	eat atomic.Bool
-	wg  sync.WaitGroup
+	ln      net.Listener
+	eat     atomic.Bool
+	commits sync.Map // receipt ids of COMMIT frames
+	wg      sync.WaitGroup
 }
 
 func newReceiptEater(t *testing.T, broker string) *receiptEater {
@@ -46,7 +48,25 @@ func newReceiptEater(t *testing.T, broker string) *receiptEater {
 				continue
 			}
 			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(b, c); b.Close() }()
+			go func() {
+				defer p.wg.Done()
+				defer b.Close()
+				r, w := frame.NewReader(c), frame.NewWriter(b)
+				for {
+					f, err := r.Read()
+					if err != nil {
+						return
+					}
+					if f != nil && f.Command == frame.COMMIT {
+						if id, ok := f.Header.Contains(frame.Receipt); ok {
+							p.commits.Store(id, true)
+						}
+					}
+					if err := w.Write(f); err != nil {
+						return
+					}
+				}
+			}()
 			go func() {
 				defer p.wg.Done()
 				defer c.Close()
@@ -57,7 +77,9 @@ func newReceiptEater(t *testing.T, broker string) *receiptEater {
 						return
 					}
 					if f != nil && f.Command == frame.RECEIPT && p.eat.Load() {
-						continue
+						if _, commit := p.commits.Load(f.Header.Get(frame.ReceiptId)); commit {
+							continue
+						}
 					}
 					if err := w.Write(f); err != nil {
 						return
