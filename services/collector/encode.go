@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"math"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -39,12 +41,31 @@ func AppendEvent(b []byte, ev *wire.Event) []byte {
 	b = appendOpt(b, `,"manufacturer":`, ev.Device.Manufacturer)
 	b = appendOpt(b, `,"os":`, ev.Device.OS)
 	b = appendOpt(b, `,"os_version":`, ev.Device.OSVersion)
+	b = appendOpt(b, `,"language":`, ev.Device.Language)
 	if len(b) > n {
 		// Drop the comma before the first device field.
 		copy(b[n:], b[n+1:])
 		b = b[:len(b)-1]
 	}
-	b = append(b, `},"country":`...)
+	b = append(b, '}')
+	if ev.Session != nil {
+		b = append(b, `,"session":{"id":`...)
+		b = appendString(b, ev.Session.ID)
+		b = append(b, '}')
+	}
+	if ev.User != nil {
+		b = append(b, `,"user":{"pseudonym":`...)
+		b = appendString(b, ev.User.Pseudonym)
+		b = append(b, '}')
+	}
+	if ev.Location != nil {
+		b = append(b, `,"location":{"lat":`...)
+		b = appendFloat(b, ev.Location.Lat)
+		b = append(b, `,"lon":`...)
+		b = appendFloat(b, ev.Location.Lon)
+		b = append(b, '}')
+	}
+	b = append(b, `,"country":`...)
 	b = appendString(b, ev.Country)
 	b = appendOpt(b, `,"client_ip":`, ev.ClientIP)
 	b = appendOpt(b, `,"token_id":`, ev.TokenID)
@@ -58,6 +79,23 @@ func AppendEvent(b []byte, ev *wire.Event) []byte {
 		b = append(b, ev.Attributes...)
 	}
 	return append(b, '}')
+}
+
+// appendFloat appends f the way encoding/json writes a float64 (finite:
+// wire.Event's validation and the collector's range checks see to it).
+func appendFloat(b []byte, f float64) []byte {
+	abs := math.Abs(f)
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		n := len(b)
+		b = strconv.AppendFloat(b, f, 'e', -1, 64)
+		// clean up e-09 to e-9, as encoding/json does
+		if m := len(b) - n; m >= 4 && b[len(b)-4] == 'e' && b[len(b)-3] == '-' && b[len(b)-2] == '0' {
+			b[len(b)-2] = b[len(b)-1]
+			b = b[:len(b)-1]
+		}
+		return b
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }
 
 func appendOpt(b []byte, key, v string) []byte {

@@ -39,7 +39,8 @@ func TestAppendEvent(t *testing.T) {
 		{ID: "x", Type: "t", ReceivedAt: at, OccurredAt: at, App: wire.App{ID: "a"}, Country: "ZZ"},
 		{ID: "x", Type: "t", ReceivedAt: at, OccurredAt: at, OriginalOccurredAt: &orig, SentAt: &orig,
 			App:     wire.App{ID: "a", Version: "1.2"},
-			Device:  wire.Device{ID: "d", Model: "Pixel \"8\"", Manufacturer: "G\\oogle", OS: "android", OSVersion: "14"},
+			Device:  wire.Device{ID: "d", Model: "Pixel \"8\"", Manufacturer: "G\\oogle", OS: "android", OSVersion: "14", Language: "en-GB"},
+			Session: &wire.Session{ID: "s\"1"}, User: &wire.User{Pseudonym: "k1:00ff"}, Location: &wire.Location{Lat: -33.9, Lon: 151.2},
 			Country: "AU", ClientIP: "1.0.0.10", TokenID: "tok", RequestID: "r",
 			Threats: json.RawMessage(`[{"kind":"root"}]`), Attributes: json.RawMessage(`{"k":"<v&>"}`)},
 		{ID: "x", Type: "a\x00b\x1f\n\r\t\b\f", ReceivedAt: at, OccurredAt: at, App: wire.App{ID: "é€😀\u2028\u2029<>&"}, Device: wire.Device{OSVersion: "only"}, Country: "ZZ"},
@@ -115,6 +116,9 @@ func fill(t *testing.T, r *rand.Rand, v reflect.Value, path string) {
 			b = append(b, parts[r.IntN(len(parts))]...)
 		}
 		v.SetString(string(b))
+	case v.Kind() == reflect.Float64:
+		floats := []float64{0, -0.1, 48.1, -180, 90, 11.500000000000002, 1e-7, -3.2e-9, 123.456789}
+		v.SetFloat(floats[r.IntN(len(floats))])
 	case v.Kind() == reflect.Pointer:
 		if r.IntN(2) == 0 {
 			v.SetZero()

@@ -28,6 +28,8 @@ func (e *Event) Storable() error {
 		{"device.manufacturer", e.Device.Manufacturer}, {"device.os", e.Device.OS},
 		{"device.os_version", e.Device.OSVersion}, {"country", e.Country},
 		{"client_ip", e.ClientIP}, {"token_id", e.TokenID}, {"request_id", e.RequestID},
+		{"device.language", e.Device.Language}, {"session.id", e.SessionID()},
+		{"user.pseudonym", e.UserPseudonym()},
 	} {
 		if strings.IndexByte(f.v, 0) >= 0 {
 			return &StorableError{f.name, "contains a NUL character"}

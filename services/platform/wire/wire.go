@@ -54,6 +54,9 @@ type Event struct {
 	SentAt             *time.Time      `json:"sent_at,omitempty"`
 	App                App             `json:"app"`
 	Device             Device          `json:"device"`
+	Session            *Session        `json:"session,omitempty"`
+	User               *User           `json:"user,omitempty"`
+	Location           *Location       `json:"location,omitempty"`
 	Country            string          `json:"country"`
 	ClientIP           string          `json:"client_ip,omitempty"`
 	TokenID            string          `json:"token_id,omitempty"`
@@ -75,6 +78,28 @@ type Device struct {
 	Manufacturer string `json:"manufacturer,omitempty"`
 	OS           string `json:"os,omitempty"`
 	OSVersion    string `json:"os_version,omitempty"`
+	// Language is the device's language as a BCP 47 tag (en-GB).
+	Language string `json:"language,omitempty"`
+}
+
+// Session groups the events of one app run; ID is opaque (at most 128
+// bytes).
+type Session struct {
+	ID string `json:"id"`
+}
+
+// User is the person using the app, as the collector's keyed hash of the
+// id the app sent: "<key id>:<hex>". The raw id never leaves the collector.
+type User struct {
+	Pseudonym string `json:"pseudonym"`
+}
+
+// Location is where the device was, already coarsened by the collector to
+// its grid (the cell's south-west corner, in degrees): nothing finer is ever
+// published.
+type Location struct {
+	Lat float64 `json:"lat"`
+	Lon float64 `json:"lon"`
 }
 
 // DecodeEventBatch parses and checks a message body of either version into
@@ -110,6 +135,8 @@ func (e Event) validate() error {
 		return errors.New("occurred_at is missing")
 	case len(e.Country) != 2:
 		return fmt.Errorf("country %q is not two letters", e.Country)
+	case e.Location != nil && !(e.Location.Lat >= -90 && e.Location.Lat <= 90 && e.Location.Lon >= -180 && e.Location.Lon <= 180):
+		return fmt.Errorf("location %v,%v is out of range", e.Location.Lat, e.Location.Lon)
 	}
 	return nil
 }
