@@ -9,6 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -226,4 +229,59 @@ FROM want FULL JOIN got ON want.a = got.a AND want.b = got.b AND want.k = got.k`
 			tb.Errorf("%s is empty", r.table)
 		}
 	}
+}
+
+// UUIDv7 returns a time-ordered version-7 UUID for t (RFC 9562): the
+// millisecond timestamp first, then random bits, as the collector and the
+// SDKs make them.
+func UUIDv7(r *rand.Rand, t time.Time) string {
+	var b [16]byte
+	ms := uint64(t.UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	for i := 6; i < 16; i++ {
+		b[i] = byte(r.UintN(256))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// BackendCPU returns the CPU time (user and system) used so far by the
+// PostgreSQL server processes of database db: its backends (their command
+// line names the database) and, since they write on the backends' behalf,
+// the WAL writer, checkpointer and background writer. It needs the server
+// on this machine (the local stack); ok is false otherwise.
+func BackendCPU(db string) (cpu time.Duration, ok bool) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmd, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		c := string(cmd)
+		if !strings.HasPrefix(c, "postgres: ") {
+			continue
+		}
+		if !strings.Contains(c, " "+db+" ") && !strings.HasPrefix(c, "postgres: walwriter") &&
+			!strings.HasPrefix(c, "postgres: checkpointer") && !strings.HasPrefix(c, "postgres: background writer") {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
+		if err != nil {
+			continue
+		}
+		// Fields after the command's closing parenthesis: utime and stime
+		// are the 12th and 13th (fields 14 and 15 of proc(5)).
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		cpu += time.Duration(u+s) * time.Second / 100 // USER_HZ
+		ok = true
+	}
+	return cpu, ok
 }
