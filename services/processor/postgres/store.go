@@ -54,12 +54,14 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch_events (
 	id uuid, received_at timestamptz, occurred_at timestamptz, type text, app_id text,
 	app_version text, device_id text, device_model text, manufacturer text, os text,
 	os_version text, country char(2), client_ip inet, token_id text, request_id text,
-	payload jsonb
+	payload jsonb, session_id text, user_pseudonym text, language text, os_major smallint,
+	os_minor smallint, lat real, lon real
 ) ON COMMIT DELETE ROWS`
 
 var batchColumns = []string{"id", "received_at", "occurred_at", "type", "app_id",
 	"app_version", "device_id", "device_model", "manufacturer", "os",
-	"os_version", "country", "client_ip", "token_id", "request_id", "payload"}
+	"os_version", "country", "client_ip", "token_id", "request_id", "payload",
+	"session_id", "user_pseudonym", "language", "os_major", "os_minor", "lat", "lon"}
 
 // connectTimeout bounds a connection attempt when the URL sets none.
 const connectTimeout = 5 * time.Second
@@ -122,10 +124,12 @@ WITH src AS (
 	SELECT DISTINCT ON (id, app_id) * FROM batch_events ORDER BY id, app_id, received_at
 ), ins AS (
 	INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
-		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload)
+		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload,
+		session_id, user_pseudonym, language, os_major, os_minor, lat, lon, threat_types)
 	SELECT s.id, s.received_at, s.occurred_at, s.type, s.app_id, s.app_version, s.device_id,
 		s.device_model, s.manufacturer, s.os, s.os_version, s.country, s.client_ip, s.token_id,
-		s.request_id, s.payload
+		s.request_id, s.payload, s.session_id, s.user_pseudonym, s.language, s.os_major, s.os_minor,
+		s.lat, s.lon, facts.threat_types(s.payload)
 	FROM src s
 	-- OFFSET 0 keeps this a per-row probe of each partition's primary key:
 	-- without it the planner may pull it up into an anti join that reads
@@ -134,8 +138,9 @@ WITH src AS (
 		WHERE e.id = s.id AND e.app_id = s.app_id AND e.received_at >= $1 OFFSET 0)
 	ON CONFLICT DO NOTHING
 	RETURNING id, received_at, occurred_at, type, app_id, app_version, country, manufacturer,
-		device_model, os, os_version, payload
-), outboxed AS (
+		device_model, os, os_version, payload, device_id, user_pseudonym, os_major, os_minor, lat, lon,
+		threat_types
+), ` + investigationCTEs + `, outboxed AS (
 	-- A threat event's row for the alerts service (its forwarders and
 	-- minute counts): in this transaction, so it exists iff the event does.
 	INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, app_version,
@@ -322,7 +327,7 @@ func (s *Store) MaintainPartitions(ctx context.Context, ahead int) (int, error) 
 type rows struct {
 	events  []wire.Event
 	i       int
-	row     [16]any
+	row     [23]any
 	payload []byte
 	err     error
 }
@@ -351,9 +356,10 @@ func (r *rows) Values() ([]any, error) {
 		r.payload = p
 		payload = p
 	}
-	r.row = [16]any{id, e.ReceivedAt, e.OccurredAt, e.Type, e.App.ID,
+	r.row = [23]any{id, e.ReceivedAt, e.OccurredAt, e.Type, e.App.ID,
 		e.App.Version, e.Device.ID, e.Device.Model, e.Device.Manufacturer, e.Device.OS,
 		e.Device.OSVersion, e.Country, ip, e.TokenID, e.RequestID, payload}
+	investigationValues(e, r.row[16:])
 	return r.row[:], nil
 }
 
