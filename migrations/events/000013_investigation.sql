@@ -173,6 +173,23 @@ CREATE TABLE facts.inv_threat_daily (
     PRIMARY KEY (day, threat, dim, app_id, key)
 );
 
+-- The visual renderer's read-only role (threatview_ro in the local stack),
+-- where it exists, reads the events (search, timelines, the live stream) and
+-- keeps the taxonomy (PUT /v1/taxonomy/{type}, admin only): the one table it
+-- writes. A deployment with another role name grants the same.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
+        GRANT USAGE ON SCHEMA events TO threatview_ro;
+        GRANT SELECT ON events.events TO threatview_ro;
+        GRANT SELECT, INSERT, UPDATE ON events.threat_taxonomy TO threatview_ro;
+        GRANT SELECT ON ALL TABLES IN SCHEMA facts TO threatview_ro;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- +goose Down
 DROP TABLE facts.inv_threat_daily, facts.inv_geo_daily, facts.inv_device_days,
     facts.inv_daily_users, facts.inv_daily, events.threat_taxonomy;

@@ -22,6 +22,9 @@ type Input struct {
 	EventID    string          `json:"event_id"`
 	App        wire.App        `json:"app"`
 	Device     wire.Device     `json:"device"`
+	Session    *SessionInput   `json:"session"`
+	User       *UserInput      `json:"user"`
+	Location   *LocationInput  `json:"location"`
 	Threats    json.RawMessage `json:"threats"`
 	Attributes json.RawMessage `json:"attributes"`
 
@@ -206,6 +209,12 @@ func (in *Input) setField() string {
 		return "app"
 	case in.Device != wire.Device{}:
 		return "device"
+	case in.Session != nil:
+		return "session"
+	case in.User != nil:
+		return "user"
+	case in.Location != nil:
+		return "location"
 	case in.Threats != nil:
 		return "threats"
 	case in.Attributes != nil:
@@ -245,6 +254,9 @@ func (in *Input) validate(i int) error {
 		if len(f.v) > maxTextLen {
 			return bad(f.name, fmt.Sprintf("is longer than %d bytes", maxTextLen))
 		}
+	}
+	if field, msg := in.checkInvestigation(); field != "" {
+		return bad(field, msg)
 	}
 	if in.OccurredAt != "" {
 		t, err := time.Parse(time.RFC3339Nano, in.OccurredAt)
@@ -291,6 +303,9 @@ func (in *Input) validate(i int) error {
 	// surrogate escape, a number beyond numeric): a 202 must never end in
 	// the dead-letter queue.
 	probe := wire.Event{Type: in.Type, App: in.App, Device: in.Device, Threats: in.Threats, Attributes: in.Attributes}
+	if in.Session != nil {
+		probe.Session = &wire.Session{ID: in.Session.ID}
+	}
 	var se *wire.StorableError
 	if err := probe.Storable(); errors.As(err, &se) {
 		return bad(se.Field, se.Reason)

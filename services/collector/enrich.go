@@ -16,13 +16,15 @@ type Enricher struct {
 	locator Locator
 	trusted []netip.Prefix
 	ipMode  IPMode
+	users   *wire.Pseudonymizer // nil: user ids are dropped
+	grid    float64             // location grid, degrees
 }
 
 // NewEnricher returns an Enricher. locator may be nil (every country is
 // ZZ); trusted are the proxies whose X-Forwarded-For is believed. It keeps
 // truncated client addresses (IPTruncate) unless WithIPMode says otherwise.
 func NewEnricher(locator Locator, trusted []netip.Prefix) *Enricher {
-	return &Enricher{locator: locator, trusted: trusted, ipMode: IPTruncate}
+	return &Enricher{locator: locator, trusted: trusted, ipMode: IPTruncate, grid: DefaultGrid}
 }
 
 // WithIPMode sets how much of the client address is kept and returns e.
@@ -101,6 +103,7 @@ func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 		ev.RequestID = req.RequestID
 		ev.Threats = src.Threats
 		ev.Attributes = src.Attributes
+		e.investigation(src, ev)
 		var ok bool
 		ev.OccurredAt, ev.OriginalOccurredAt, ok = occurredAt(src, recv)
 		if !ok {

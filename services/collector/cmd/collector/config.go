@@ -9,6 +9,7 @@ import (
 	"threatview/collector"
 	"threatview/platform/httpserver"
 	"threatview/platform/mq"
+	"threatview/platform/wire"
 )
 
 // Config is the data collector's configuration, read from the environment.
@@ -89,6 +90,14 @@ type Config struct {
 	MaxMessageBytes  int           `env:"COLLECTOR_MAX_MESSAGE_BYTES" envDefault:"524288"`
 	MaxMessageEvents int           `env:"COLLECTOR_MAX_MESSAGE_EVENTS" envDefault:"5000"`
 	PublishTimeout   time.Duration `env:"COLLECTOR_PUBLISH_TIMEOUT" envDefault:"5s"`
+	// UserIDKeys are the secrets user ids are pseudonymised with,
+	// "k2:<hex>,k1:<hex>" (at least 16 bytes each; the first makes new
+	// pseudonyms, the others stay for the renderer's searches). Blank: user
+	// ids are dropped, never kept.
+	UserIDKeys string `env:"COLLECTOR_USER_ID_KEYS" secret:"true"`
+	// LocationGrid is the grid, in degrees, a location is coarsened to
+	// before anything keeps it (0.1° is about 11 km of latitude).
+	LocationGrid float64 `env:"COLLECTOR_LOCATION_GRID" envDefault:"0.1"`
 	// RetryAfter is the Retry-After sent with 503 and the floor of 429's.
 	RetryAfter time.Duration `env:"COLLECTOR_RETRY_AFTER" envDefault:"1s"`
 }
@@ -110,7 +119,12 @@ func (c *Config) Validate() error {
 	if _, err := collector.ParsePrefixes(c.TrustedProxies); err != nil {
 		return fmt.Errorf("COLLECTOR_TRUSTED_PROXIES: %w", err)
 	}
+	if _, err := wire.ParsePseudonymKeys(c.UserIDKeys); err != nil {
+		return fmt.Errorf("COLLECTOR_USER_ID_KEYS: %w", err)
+	}
 	switch {
+	case !(c.LocationGrid >= 0.001 && c.LocationGrid <= 10):
+		return errors.New("COLLECTOR_LOCATION_GRID must be from 0.001 to 10 (degrees)")
 	case c.MaxInFlight <= 0:
 		return errors.New("COLLECTOR_MAX_IN_FLIGHT must be positive")
 	case c.MaxBodyBytesInFlight != 0 && c.MaxBodyBytesInFlight < collector.MaxRequestBytes:

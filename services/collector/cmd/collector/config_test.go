@@ -30,7 +30,7 @@ func TestConfig_MaxBodyBytesInFlight(t *testing.T) {
 func TestConfig_Validate(t *testing.T) {
 	base := func() Config {
 		return Config{InternalKey: "k", TokensURL: "http://x", EventsQueue: wire.EventsQueue, MaxInFlight: 1,
-			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second, TokensWarmLimit: 1000}
+			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second, TokensWarmLimit: 1000, LocationGrid: 0.1}
 	}
 	if err := (func() *Config { c := base(); return &c })().Validate(); err != nil {
 		t.Fatalf("Validate(base) = %v", err)
@@ -42,6 +42,8 @@ func TestConfig_Validate(t *testing.T) {
 		"COLLECTOR_RATE_BURST":         func(c *Config) { c.RateLimit = 5; c.RateBurst = 0 },
 		"COLLECTOR_COALESCE_FULL_RATE": func(c *Config) { c.CoalesceFullRate = -1 },
 		"TOKENS_WARM_LIMIT":            func(c *Config) { c.TokensWarmLimit = 100_001 },
+		"COLLECTOR_LOCATION_GRID":      func(c *Config) { c.LocationGrid = 0 },
+		"COLLECTOR_USER_ID_KEYS":       func(c *Config) { c.UserIDKeys = "k1:0011" },
 	}
 	for name, mutate := range bad {
 		c := base()

@@ -20,6 +20,7 @@ import (
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/platform/mq"
+	"threatview/platform/wire"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -133,9 +134,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Warn("AUDITLOGGER_SERVICE_URL is blank: auditing is off")
 	}
 
+	users, _ := wire.ParsePseudonymKeys(cfg.UserIDKeys) // checked by Validate
+	if users == nil {
+		log.Warn("COLLECTOR_USER_ID_KEYS is blank: user ids are dropped")
+	} else {
+		log.Info("user ids pseudonymised", "key_id", users.KeyID())
+	}
+
 	h := httpapi.New(httpapi.Deps{
 		Auth:         tokenAuth{tokens},
-		Enricher:     collector.NewEnricher(locator, trusted).WithIPMode(ipMode),
+		Enricher:     collector.NewEnricher(locator, trusted).WithIPMode(ipMode).WithInvestigation(users, cfg.LocationGrid),
 		Events:       events,
 		Audit:        audit,
 		Registry:     reg,
