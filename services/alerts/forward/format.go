@@ -46,33 +46,38 @@ func AppendCEF(b []byte, e *alerts.Event, version string) []byte {
 	b = append(b, '|')
 	b = strconv.AppendInt(b, cefSeverity, 10)
 	b = append(b, '|')
+	// The separator is decided by position, not by the byte before: a
+	// value may itself end in '|' (pipes are not escaped in extensions),
+	// and a separator left out there glued the next key onto the value.
+	first := true
 	ext := func(k, v string) {
 		if v == "" {
 			return
 		}
-		if b[len(b)-1] != '|' {
+		if !first {
 			b = append(b, ' ')
 		}
+		first = false
 		b = append(b, k...)
 		b = append(b, '=')
 		b = cefValue(b, v)
+	}
+	custom := func(n, label, v string) {
+		if v != "" {
+			ext("cs"+n+"Label", label)
+			ext("cs"+n, v)
+		}
 	}
 	ext("rt", strconv.FormatInt(e.ReceivedAt.UnixMilli(), 10))
 	ext("start", strconv.FormatInt(e.OccurredAt.UnixMilli(), 10))
 	ext("externalId", e.ID)
 	ext("cat", e.Type)
-	ext("cs1Label", "appId")
-	ext("cs1", e.AppID)
-	ext("cs2Label", "threats")
-	ext("cs2", strings.Join(e.Threats, ","))
-	ext("cs3Label", "os")
-	ext("cs3", strings.TrimSpace(e.OS+" "+e.OSVersion))
-	ext("cs4Label", "deviceModel")
-	ext("cs4", e.DeviceModel)
-	ext("cs5Label", "appVersion")
-	ext("cs5", e.AppVersion)
-	ext("cs6Label", "country")
-	ext("cs6", e.Country)
+	custom("1", "appId", e.AppID)
+	custom("2", "threats", strings.Join(e.Threats, ","))
+	custom("3", "os", strings.TrimSpace(e.OS+" "+e.OSVersion))
+	custom("4", "deviceModel", e.DeviceModel)
+	custom("5", "appVersion", e.AppVersion)
+	custom("6", "country", e.Country)
 	return b
 }
 
@@ -92,8 +97,9 @@ func cefHeader(b []byte, s string) []byte {
 	return b
 }
 
-// cefValue escapes an extension value: backslash, equals, and line breaks
-// as \n and \r.
+// cefValue escapes an extension value (CEF 25, "Character Encoding"):
+// backslash and equals with a backslash, line breaks as \n and \r. Pipes
+// stay as they are in extensions.
 func cefValue(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
