@@ -109,7 +109,7 @@ func dialRaw(ctx context.Context, cfg Config) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w: %w", cfg.Addr, ErrUnavailable, err)
 	}
-	return raw, nil
+	return tuneConn(raw), nil
 }
 
 func dial(ctx context.Context, cfg Config, log *slog.Logger) (*session, error) {

@@ -16,6 +16,9 @@ import (
 type fakeBroker struct {
 	ln     net.Listener
 	handle func(c *fakeConn, f *frame.Frame)
+	// nagle leaves Nagle's algorithm on for the server side of every
+	// connection, as a broker without tcpNoDelay does.
+	nagle bool
 	// heartBeat is the server's CONNECTED heart-beat header ("0,0" if blank).
 	heartBeat string
 
@@ -48,11 +51,18 @@ func (c *fakeConn) heartBeats() int {
 
 func newFakeBroker(t *testing.T, handle func(c *fakeConn, f *frame.Frame)) *fakeBroker {
 	t.Helper()
+	return newFakeBrokerNagle(t, handle, false)
+}
+
+// newFakeBrokerNagle is newFakeBroker with Nagle's algorithm left on (nagle)
+// or turned off on the broker's side of every connection.
+func newFakeBrokerNagle(t *testing.T, handle func(c *fakeConn, f *frame.Frame), nagle bool) *fakeBroker {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	b := &fakeBroker{ln: ln, handle: handle}
+	b := &fakeBroker{ln: ln, handle: handle, nagle: nagle}
 	b.wg.Add(1)
 	go b.accept()
 	t.Cleanup(b.close)
@@ -67,6 +77,9 @@ func (b *fakeBroker) accept() {
 		raw, err := b.ln.Accept()
 		if err != nil {
 			return
+		}
+		if tcp, ok := raw.(*net.TCPConn); ok && b.nagle {
+			_ = tcp.SetNoDelay(false)
 		}
 		c := &fakeConn{raw: raw, w: frame.NewWriter(raw)}
 		b.mu.Lock()
