@@ -383,6 +383,17 @@ if [ -n "$CPU_BEFORE" ]; then
     log "warning: CPU_BEFORE=$CPU_BEFORE does not exist; no before/after table"
   fi
 fi
+# The guard: 105 req/s over 20 ms p95 in any sweep, or a highest held rate
+# below the previous recorded run's by more than the noise, fails make bench
+# loudly (after the page is written, so the page shows why).
+trend_rc=0
+if [ -z "${SKIP_SWEEP:-}" ]; then
+  "$LT" trend -in "$OUT" -history docs/bench/history.json -label "$CPU_LABEL" >/dev/null || trend_rc=$?
+fi
 step "report -> $PAGE" "$LT" report -in "$OUT" -o "$PAGE"
+if [ "$trend_rc" -ne 0 ]; then
+  log "FAILED: the performance guard (see the trend at the end of $PAGE): 105 req/s over 20 ms p95, or the highest held rate fell past the noise"
+  rc=1
+fi
 log "results (Markdown, CSV, JSON, SVG) in ${OUT#"$ROOT"/}"
 exit "$rc"

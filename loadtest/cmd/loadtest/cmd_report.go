@@ -54,6 +54,10 @@ func cmdReport(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	// The guard's trend (written by `loadtest trend`) closes the page.
+	if trend, err := os.ReadFile(filepath.Join(*in, "trend.md")); err == nil {
+		page += "\n" + string(trend)
+	}
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
 	}

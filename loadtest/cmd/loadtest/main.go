@@ -53,6 +53,7 @@ var commands = map[string]func(ctx context.Context, args []string, getenv func(s
 	"bulk":     cmdBulk,
 	"report":   cmdReport,
 	"sample":   cmdSample,
+	"trend":    cmdTrend,
 }
 
 const usage = `usage: loadtest COMMAND [flags]
@@ -69,6 +70,7 @@ commands:
   bulk      a bulk load of N records with concurrent senders (the reference's 1 million)
   report    write the performance page from the results of the other commands
   sample    print generated events (what the load sends)
+  trend     guard: 105 req/s within 20 ms p95 and the highest held rate against the recorded history
 
 Run "loadtest COMMAND -h" for the flags of a command.
 `
