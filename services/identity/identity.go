@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"threatview/platform/authz"
 	"threatview/platform/wire"
@@ -47,6 +49,9 @@ var (
 	// ErrAuditUnavailable means the audit logger could not record an action;
 	// the action was not done.
 	ErrAuditUnavailable = errors.New("audit logger unavailable")
+	// ErrLastOwner means a change would leave no active Account Owner (a
+	// person with role admin who is not locked). It wraps ErrConflict.
+	ErrLastOwner = fmt.Errorf("%w: the last active Account Owner cannot be deleted, demoted or locked", ErrConflict)
 )
 
 // ThrottledError says how long to wait before the next sign-in attempt.
@@ -80,6 +85,16 @@ type User struct {
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
 	LastLoginAt  *time.Time
+	// Profile fields, each optional (blank) and erasable by the person.
+	DisplayName string
+	Email       string
+	Phone       string
+}
+
+// ActiveOwner reports whether u counts as an Account Owner: role admin and
+// not locked.
+func (u User) ActiveOwner() bool {
+	return !u.Disabled && slices.Contains(u.Roles, authz.RoleAdmin)
 }
 
 // RefreshToken is a stored refresh token (never its plain form).
@@ -97,6 +112,62 @@ type RefreshToken struct {
 type UserChange struct {
 	Roles    *[]string
 	Disabled *bool
+	Profile
+}
+
+// Profile is a partial change of a person's profile; nil fields are left
+// alone and a blank one erases the field.
+type Profile struct {
+	DisplayName *string
+	Email       *string
+	Phone       *string
+}
+
+// empty reports whether p changes nothing.
+func (p Profile) empty() bool { return p.DisplayName == nil && p.Email == nil && p.Phone == nil }
+
+// Normalize trims p's fields and checks them: a display name of at most 128
+// characters without control characters, an e-mail address of at most 254
+// bytes with one '@', a phone number of at most 32 characters of digits,
+// spaces and "+()-.". It returns the names of the fields given, for the
+// audit trail (which never holds their values). The error wraps ErrInvalid
+// and never echoes the value.
+func (p *Profile) Normalize() ([]string, error) {
+	var changed []string
+	if p.DisplayName != nil {
+		v := strings.TrimSpace(*p.DisplayName)
+		if len([]rune(v)) > MaxDisplayNameLen || strings.IndexFunc(v, unicode.IsControl) >= 0 || !utf8.ValidString(v) {
+			return nil, fmt.Errorf("%w: display name must have at most %d characters and no control characters", ErrInvalid, MaxDisplayNameLen)
+		}
+		p.DisplayName, changed = &v, append(changed, "display_name")
+	}
+	if p.Email != nil {
+		v := strings.TrimSpace(*p.Email)
+		at := strings.Index(v, "@")
+		if v != "" && (len(v) > MaxEmailLen || at < 1 || at != strings.LastIndex(v, "@") || at == len(v)-1 ||
+			strings.IndexFunc(v, func(r rune) bool {
+				return unicode.IsSpace(r) || unicode.IsControl(r) || r == '<' || r == '>' || r == '"'
+			}) >= 0) {
+			return nil, fmt.Errorf("%w: email must be an address like name@example.com (at most %d characters)", ErrInvalid, MaxEmailLen)
+		}
+		p.Email, changed = &v, append(changed, "email")
+	}
+	if p.Phone != nil {
+		v := strings.TrimSpace(*p.Phone)
+		digits := 0
+		for _, r := range v {
+			if '0' <= r && r <= '9' {
+				digits++
+			} else if !strings.ContainsRune(" +()-.", r) {
+				digits = -1000
+			}
+		}
+		if v != "" && (len(v) > MaxPhoneLen || digits < 3) {
+			return nil, fmt.Errorf("%w: phone must be digits, spaces and + ( ) - . (at most %d characters)", ErrInvalid, MaxPhoneLen)
+		}
+		p.Phone, changed = &v, append(changed, "phone")
+	}
+	return changed, nil
 }
 
 // OIDCState is a pending OIDC sign-in.
@@ -190,7 +261,11 @@ type Auditor interface {
 // Meta describes the request behind an action, for the audit record and
 // throttling.
 type Meta struct {
-	Actor     string // the caller's authz.Caller.Actor(); blank for sign-ins
+	Actor string // the caller's authz.Caller.Actor(); blank for sign-ins
+	// Owner is true when the caller holds role admin (an Account Owner, or
+	// the admin key): only an owner may create, change, lock, reset or
+	// delete an owner, or make someone one. A User Administrator may not.
+	Owner     bool
 	ClientIP  string // for throttling only; stored as a digest
 	ClientNet string // the address's /24 or /48, for the audit trail
 	UserAgent string
@@ -203,6 +278,10 @@ const (
 	MinPasswordLen = 12
 	// MaxPasswordLen bounds the work an attacker can make argon2 do.
 	MaxPasswordLen = 256
+	// Profile field limits (the database columns' widths).
+	MaxDisplayNameLen = 128
+	MaxEmailLen       = 254
+	MaxPhoneLen       = 32
 )
 
 // reservedActor is the actor audited for the admin key; no person may take it.
@@ -253,7 +332,7 @@ func NormalizeRoles(roles []string) ([]string, error) {
 		if !authz.ValidRole(r) {
 			// The value is not echoed: a password pasted into the wrong
 			// field must not come back.
-			return nil, fmt.Errorf("%w: unknown role (want admin, analyst or auditor)", ErrInvalid)
+			return nil, fmt.Errorf("%w: unknown role (want %s)", ErrInvalid, strings.Join(authz.Roles, ", "))
 		}
 		if !slices.Contains(out, r) {
 			out = append(out, r)

@@ -24,7 +24,7 @@ func ParseRoleMap(s string) (map[string][]string, error) {
 		}
 		group, role := strings.TrimSpace(e[:i]), strings.TrimSpace(e[i+1:])
 		if !authz.ValidRole(role) {
-			return nil, fmt.Errorf("entry %q: unknown role %q (want admin, analyst or auditor)", e, role)
+			return nil, fmt.Errorf("entry %q: unknown role %q (want %s)", e, role, strings.Join(authz.Roles, ", "))
 		}
 		if !slices.Contains(m[group], role) {
 			m[group] = append(m[group], role)

@@ -28,10 +28,16 @@ const (
 	ActionUserUpdate     = "identity.user_update"
 	ActionUserDelete     = "identity.user_delete"
 	ActionPasswordChange = "identity.password_change"
+	ActionProfileUpdate  = "identity.profile_update"
+	ActionRescue         = "identity.owner_rescue"
 )
 
 // ActorBootstrap is the actor of the first admin's creation at start.
 const ActorBootstrap = "identity-bootstrap"
+
+// ActorRescue is the actor of a locked-out owner's rescue at start
+// (IDENTITY_RESCUE_OWNER).
+const ActorRescue = "identity-rescue"
 
 // MaxAccessTTL caps the access token lifetime: it bounds how long a disabled
 // person's access token keeps working (services verify tokens locally, and
@@ -72,9 +78,10 @@ type Session struct {
 
 // NewUser is what an admin asks for.
 type NewUser struct {
-	Username string
-	Password string
-	Roles    []string
+	Username    string
+	Password    string
+	Roles       []string
+	DisplayName string
 }
 
 // Service implements sign-in, sessions and user management on a Store.
@@ -343,6 +350,13 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser, meta Meta) (User, 
 	if err != nil {
 		return User{}, err
 	}
+	if !meta.Owner && slices.Contains(roles, authz.RoleAdmin) {
+		return User{}, errOwnersOnly
+	}
+	prof := Profile{DisplayName: &nu.DisplayName}
+	if _, err := prof.Normalize(); err != nil {
+		return User{}, err
+	}
 	if err := ValidatePassword(nu.Password); err != nil {
 		return User{}, err
 	}
@@ -351,7 +365,7 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser, meta Meta) (User, 
 		return User{}, err
 	}
 	now := s.now()
-	u := User{Username: name, PasswordHash: hash, Roles: roles, Source: SourceLocal, CreatedAt: now, UpdatedAt: now}
+	u := User{Username: name, PasswordHash: hash, Roles: roles, Source: SourceLocal, CreatedAt: now, UpdatedAt: now, DisplayName: *prof.DisplayName}
 	confirm := s.confirm(s.record(ActionUserCreate, meta.Actor, name, 201, meta, map[string]any{"roles": roles}))
 	if err := s.store.CreateUser(ctx, u, confirm); err != nil {
 		return User{}, fmt.Errorf("create user %s: %w", name, err)
@@ -359,16 +373,37 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser, meta Meta) (User, 
 	return u, nil
 }
 
-// UpdateUser changes a person's roles or disabled flag. An admin cannot
-// disable or demote themselves (ErrConflict). Errors: ErrInvalid,
-// ErrNotFound, ErrConflict, ErrAuditUnavailable.
+// errOwnersOnly refuses a User Administrator's change to an Account Owner.
+var errOwnersOnly = fmt.Errorf("%w: only an Account Owner may create, change, lock, reset or delete an Account Owner", ErrForbidden)
+
+// guardOwner refuses a caller who is no owner acting on an owner.
+func (s *Service) guardOwner(ctx context.Context, name string, meta Meta) error {
+	if meta.Owner {
+		return nil
+	}
+	u, err := s.store.GetUser(ctx, name)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(u.Roles, authz.RoleAdmin) {
+		return errOwnersOnly
+	}
+	return nil
+}
+
+// UpdateUser changes a person's roles, locked flag or profile. An owner
+// cannot lock or demote themselves, and the last active owner cannot be
+// locked or demoted by anyone (ErrLastOwner, checked in the store's
+// transaction). A caller who is no owner cannot touch an owner or make one
+// (ErrForbidden). Errors: ErrInvalid, ErrNotFound, ErrConflict,
+// ErrForbidden, ErrAuditUnavailable.
 func (s *Service) UpdateUser(ctx context.Context, username string, ch UserChange, meta Meta) (User, error) {
 	name, err := NormalizeUsername(username)
 	if err != nil {
 		return User{}, err
 	}
-	if ch.Roles == nil && ch.Disabled == nil {
-		return User{}, fmt.Errorf("%w: nothing to change (give roles or disabled)", ErrInvalid)
+	if ch.Roles == nil && ch.Disabled == nil && ch.Profile.empty() {
+		return User{}, fmt.Errorf("%w: nothing to change (give roles, disabled or a profile field)", ErrInvalid)
 	}
 	detail := map[string]any{}
 	if ch.Roles != nil {
@@ -378,19 +413,53 @@ func (s *Service) UpdateUser(ctx context.Context, username string, ch UserChange
 		}
 		ch.Roles = &roles
 		detail["roles"] = roles
-		if name == meta.Actor && !slices.Contains(roles, authz.RoleAdmin) {
-			return User{}, fmt.Errorf("%w: you cannot remove your own admin role", ErrConflict)
+		if !meta.Owner && slices.Contains(roles, authz.RoleAdmin) {
+			return User{}, errOwnersOnly
+		}
+		if name == meta.Actor && meta.Owner && !slices.Contains(roles, authz.RoleAdmin) {
+			return User{}, fmt.Errorf("%w: you cannot remove your own Account Owner role", ErrConflict)
 		}
 	}
 	if ch.Disabled != nil {
 		detail["disabled"] = *ch.Disabled
 		if name == meta.Actor && *ch.Disabled {
-			return User{}, fmt.Errorf("%w: you cannot disable yourself", ErrConflict)
+			return User{}, fmt.Errorf("%w: you cannot lock yourself", ErrConflict)
 		}
+	}
+	changed, err := ch.Profile.Normalize()
+	if err != nil {
+		return User{}, err
+	}
+	if len(changed) > 0 {
+		detail["profile"] = changed // names only: the values are personal data
+	}
+	if err := s.guardOwner(ctx, name, meta); err != nil {
+		return User{}, err
 	}
 	u, err := s.store.UpdateUser(ctx, name, ch, s.now(), s.confirm(s.record(ActionUserUpdate, meta.Actor, name, 200, meta, detail)))
 	if err != nil {
 		return User{}, fmt.Errorf("update user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// UpdateProfile changes the caller's own display name, e-mail address or
+// phone number; a blank value erases the field. Each change is audited with
+// the names of the fields changed, never their values. Errors: ErrInvalid,
+// ErrNotFound, ErrAuditUnavailable.
+func (s *Service) UpdateProfile(ctx context.Context, username string, p Profile, meta Meta) (User, error) {
+	changed, err := p.Normalize()
+	if err != nil {
+		return User{}, err
+	}
+	if len(changed) == 0 {
+		return User{}, fmt.Errorf("%w: nothing to change (give display_name, email or phone)", ErrInvalid)
+	}
+	meta.Actor = username
+	rec := s.record(ActionProfileUpdate, username, username, 200, meta, map[string]any{"changed": changed})
+	u, err := s.store.UpdateUser(ctx, username, UserChange{Profile: p}, s.now(), s.confirm(rec))
+	if err != nil {
+		return User{}, fmt.Errorf("update profile of %s: %w", username, err)
 	}
 	return u, nil
 }
@@ -404,6 +473,9 @@ func (s *Service) DeleteUser(ctx context.Context, username string, meta Meta) er
 	}
 	if name == meta.Actor {
 		return fmt.Errorf("%w: you cannot delete yourself", ErrConflict)
+	}
+	if err := s.guardOwner(ctx, name, meta); err != nil {
+		return err
 	}
 	if err := s.store.DeleteUser(ctx, name, s.confirm(s.record(ActionUserDelete, meta.Actor, name, 204, meta, nil))); err != nil {
 		return fmt.Errorf("delete user %s: %w", name, err)
@@ -427,6 +499,9 @@ func (s *Service) SetPassword(ctx context.Context, username, password string, me
 	}
 	if u.Source != SourceLocal {
 		return fmt.Errorf("%w: %s signs in through the identity provider and has no password here", ErrInvalid, name)
+	}
+	if !meta.Owner && slices.Contains(u.Roles, authz.RoleAdmin) {
+		return errOwnersOnly
 	}
 	hash, err := s.hasher.Hash(ctx, password)
 	if err != nil {
@@ -531,11 +606,48 @@ func (s *Service) Bootstrap(ctx context.Context, username, password string) (boo
 	} else if !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
-	_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, Meta{Actor: ActorBootstrap})
+	_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, Meta{Actor: ActorBootstrap, Owner: true})
 	if errors.Is(err, ErrConflict) {
 		return false, nil // another replica was first
 	}
 	return err == nil, err
+}
+
+// Rescue gives a locked-out organisation its owner back: the local person
+// username is created if missing, unlocked, made an Account Owner (other
+// roles kept) and given password, which also ends their sessions. It is
+// what IDENTITY_RESCUE_OWNER does at start, for whoever runs the service
+// (docs: services/identity/README.md, "Rescue"); audited as ActorRescue.
+// Errors: ErrInvalid (bad name or password, or an OIDC person),
+// ErrAuditUnavailable.
+func (s *Service) Rescue(ctx context.Context, username, password string) error {
+	name, err := NormalizeUsername(username)
+	if err != nil {
+		return err
+	}
+	if err := ValidatePassword(password); err != nil {
+		return err
+	}
+	meta := Meta{Actor: ActorRescue, Owner: true}
+	u, err := s.store.GetUser(ctx, name)
+	if errors.Is(err, ErrNotFound) {
+		_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, meta)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	if u.Source != SourceLocal {
+		return fmt.Errorf("%w: %s signs in through the identity provider; rescue a local person", ErrInvalid, name)
+	}
+	roles := append(slices.Clone(u.Roles), authz.RoleAdmin)
+	roles, _ = NormalizeRoles(roles)
+	unlocked := false
+	rec := s.record(ActionRescue, ActorRescue, name, 200, meta, map[string]any{"roles": roles, "disabled": false})
+	if _, err := s.store.UpdateUser(ctx, name, UserChange{Roles: &roles, Disabled: &unlocked}, s.now(), s.confirm(rec)); err != nil {
+		return fmt.Errorf("rescue %s: %w", name, err)
+	}
+	return s.SetPassword(ctx, name, password, meta)
 }
 
 func (s *Service) confirm(rec wire.AuditRecord) Confirm {

@@ -3,14 +3,20 @@
 //	POST   /v1/login                      {"username","password"} → 200 session
 //	POST   /v1/refresh                    {"refresh_token"} → 200 session (the old token is used up)
 //	POST   /v1/logout                     {"refresh_token"} → 204 (revokes the sign-in's refresh tokens)
-//	GET    /v1/me                         any signed-in person
+//	GET    /v1/me                         any signed-in person (with their profile)
+//	PATCH  /v1/me                         {"display_name"?, "email"?, "phone"?} → 200 (blank erases)
 //	POST   /v1/me/password                {"current_password","new_password"} → 204
-//	GET    /v1/users                      role admin
-//	POST   /v1/users                      role admin {"username","password","roles"} → 201
-//	GET    /v1/users/{username}           role admin
-//	PATCH  /v1/users/{username}           role admin {"roles"?, "disabled"?} → 200
-//	DELETE /v1/users/{username}           role admin → 204
-//	PUT    /v1/users/{username}/password  role admin {"password"} → 204
+//	GET    /v1/users                      role user_admin {"users": [...]}
+//	POST   /v1/users                      role user_admin {"username","password","roles","display_name"?} → 201
+//	GET    /v1/users/{username}           role user_admin
+//	PATCH  /v1/users/{username}           role user_admin {"roles"?, "disabled"?, "display_name"?} → 200
+//	DELETE /v1/users/{username}           role user_admin → 204
+//	PUT    /v1/users/{username}/password  role user_admin {"password"} → 204
+//
+// Role admin (an Account Owner) passes every check; a User Administrator
+// (user_admin) may not touch an Account Owner nor make one (403), and
+// nobody may delete, demote or lock the last active Account Owner (409).
+//
 //	GET    /v1/oidc/login                 302 to the identity provider (when configured)
 //	GET    /v1/oidc/callback              the provider's redirect → 200 session
 //	GET    /.well-known/jwks.json         the access tokens' public keys
@@ -114,9 +120,10 @@ func New(svc *identity.Service, opts Options, reg *prometheus.Registry, checks m
 	r.Get("/v1/oidc/login", h.oidcLogin)
 	r.Get("/v1/oidc/callback", h.oidcCallback)
 	r.With(auth.Require()).Get("/v1/me", h.me)
+	r.With(auth.Require()).Patch("/v1/me", h.updateProfile)
 	r.With(auth.Require()).Post("/v1/me/password", h.changePassword)
 	r.Group(func(r chi.Router) {
-		r.Use(auth.Require(authz.RoleAdmin))
+		r.Use(auth.Require(authz.RoleUserAdmin))
 		r.Get("/v1/users", h.listUsers)
 		r.Post("/v1/users", h.createUser)
 		r.Get("/v1/users/{username}", h.getUser)
@@ -139,6 +146,7 @@ func noStore(next http.Handler) http.Handler {
 
 type userView struct {
 	Username    string     `json:"username"`
+	DisplayName string     `json:"display_name"`
 	Roles       []string   `json:"roles"`
 	Source      string     `json:"source,omitempty"`
 	Disabled    bool       `json:"disabled"`
@@ -146,12 +154,20 @@ type userView struct {
 	LastLoginAt *time.Time `json:"last_login_at,omitempty"`
 }
 
+// profileView is a person's own view of themselves (GET /v1/me): the
+// contact fields are shown to nobody else.
+type profileView struct {
+	userView
+	Email string `json:"email"`
+	Phone string `json:"phone"`
+}
+
 func view(u identity.User) userView {
 	roles := u.Roles
 	if roles == nil {
 		roles = []string{}
 	}
-	v := userView{Username: u.Username, Roles: roles, Source: u.Source, Disabled: u.Disabled, LastLoginAt: u.LastLoginAt}
+	v := userView{Username: u.Username, DisplayName: u.DisplayName, Roles: roles, Source: u.Source, Disabled: u.Disabled, LastLoginAt: u.LastLoginAt}
 	if !u.CreatedAt.IsZero() {
 		c := u.CreatedAt
 		v.CreatedAt = &c
@@ -250,7 +266,31 @@ func (h *handler) me(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, view(u))
+	httpserver.WriteJSON(w, http.StatusOK, profileView{view(u), u.Email, u.Phone})
+}
+
+type profileRequest struct {
+	DisplayName *string `json:"display_name"`
+	Email       *string `json:"email"`
+	Phone       *string `json:"phone"`
+}
+
+func (h *handler) updateProfile(w http.ResponseWriter, r *http.Request) {
+	c, _ := authz.FromContext(r.Context())
+	if c.AdminKey {
+		httpserver.WriteError(w, http.StatusBadRequest, "no_person", "the admin key is not a person and has no profile", nil)
+		return
+	}
+	var req profileRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	u, err := h.svc.UpdateProfile(r.Context(), c.Username, identity.Profile{DisplayName: req.DisplayName, Email: req.Email, Phone: req.Phone}, h.meta(r))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpserver.WriteJSON(w, http.StatusOK, profileView{view(u), u.Email, u.Phone})
 }
 
 type passwordChange struct {
@@ -289,9 +329,10 @@ func (h *handler) listUsers(w http.ResponseWriter, r *http.Request) {
 }
 
 type createRequest struct {
-	Username string   `json:"username"`
-	Password string   `json:"password"`
-	Roles    []string `json:"roles"`
+	Username    string   `json:"username"`
+	Password    string   `json:"password"`
+	Roles       []string `json:"roles"`
+	DisplayName string   `json:"display_name"`
 }
 
 func (h *handler) createUser(w http.ResponseWriter, r *http.Request) {
@@ -299,7 +340,7 @@ func (h *handler) createUser(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	u, err := h.svc.CreateUser(r.Context(), identity.NewUser{Username: req.Username, Password: req.Password, Roles: req.Roles}, h.meta(r))
+	u, err := h.svc.CreateUser(r.Context(), identity.NewUser{Username: req.Username, Password: req.Password, Roles: req.Roles, DisplayName: req.DisplayName}, h.meta(r))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -319,8 +360,9 @@ func (h *handler) getUser(w http.ResponseWriter, r *http.Request) {
 }
 
 type updateRequest struct {
-	Roles    *[]string `json:"roles"`
-	Disabled *bool     `json:"disabled"`
+	Roles       *[]string `json:"roles"`
+	Disabled    *bool     `json:"disabled"`
+	DisplayName *string   `json:"display_name"`
 }
 
 func (h *handler) updateUser(w http.ResponseWriter, r *http.Request) {
@@ -328,7 +370,7 @@ func (h *handler) updateUser(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	u, err := h.svc.UpdateUser(r.Context(), chi.URLParam(r, "username"), identity.UserChange{Roles: req.Roles, Disabled: req.Disabled}, h.meta(r))
+	u, err := h.svc.UpdateUser(r.Context(), chi.URLParam(r, "username"), identity.UserChange{Roles: req.Roles, Disabled: req.Disabled, Profile: identity.Profile{DisplayName: req.DisplayName}}, h.meta(r))
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -498,7 +540,7 @@ func (h *handler) meta(r *http.Request) identity.Meta {
 	if ip.IsValid() {
 		full = ip.String()
 	}
-	return identity.Meta{Actor: c.Actor(), ClientIP: full, ClientNet: httpserver.PrivateAddr(ip),
+	return identity.Meta{Actor: c.Actor(), Owner: c.HasAny(authz.RoleAdmin), ClientIP: full, ClientNet: httpserver.PrivateAddr(ip),
 		UserAgent: truncate(r.UserAgent(), 256), RequestID: rid}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"threatview/identity"
+	"threatview/platform/authz"
 )
 
 // Open opens a connection pool for dsn (a go-sql-driver DSN), forcing the
@@ -74,13 +75,17 @@ func (s *Store) inTx(ctx context.Context, f func(tx *sql.Tx) error, confirm iden
 
 const userCols = "username, password_hash, roles, source, disabled, created_at, updated_at, last_login_at"
 
+// selectCols are userCols and the profile, which scanUser reads.
+const selectCols = userCols + ", display_name, email, phone"
+
 type scanner interface{ Scan(...any) error }
 
 func scanUser(row scanner) (identity.User, error) {
 	var u identity.User
 	var roles string
 	var last sql.NullTime
-	if err := row.Scan(&u.Username, &u.PasswordHash, &roles, &u.Source, &u.Disabled, &u.CreatedAt, &u.UpdatedAt, &last); err != nil {
+	if err := row.Scan(&u.Username, &u.PasswordHash, &roles, &u.Source, &u.Disabled, &u.CreatedAt, &u.UpdatedAt, &last,
+		&u.DisplayName, &u.Email, &u.Phone); err != nil {
 		return identity.User{}, err
 	}
 	u.Roles = splitRoles(roles)
@@ -102,8 +107,9 @@ func splitRoles(s string) []string {
 // CreateUser inserts u and commits once confirm succeeds.
 func (s *Store) CreateUser(ctx context.Context, u identity.User, confirm identity.Confirm) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, "INSERT INTO users ("+userCols+") VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-			u.Username, u.PasswordHash, strings.Join(u.Roles, ","), u.Source, u.Disabled, u.CreatedAt, u.UpdatedAt)
+		_, err := tx.ExecContext(ctx, "INSERT INTO users ("+selectCols+") VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+			u.Username, u.PasswordHash, strings.Join(u.Roles, ","), u.Source, u.Disabled, u.CreatedAt, u.UpdatedAt,
+			u.DisplayName, u.Email, u.Phone)
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1062 {
 			return fmt.Errorf("insert user: %w", identity.ErrConflict)
@@ -117,7 +123,7 @@ func (s *Store) CreateUser(ctx context.Context, u identity.User, confirm identit
 
 // GetUser returns the person with username.
 func (s *Store) GetUser(ctx context.Context, username string) (identity.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE username = ?", username))
+	u, err := scanUser(s.db.QueryRowContext(ctx, "SELECT "+selectCols+" FROM users WHERE username = ?", username))
 	if errors.Is(err, sql.ErrNoRows) {
 		return identity.User{}, identity.ErrNotFound
 	}
@@ -129,7 +135,7 @@ func (s *Store) GetUser(ctx context.Context, username string) (identity.User, er
 
 // ListUsers returns every person by username.
 func (s *Store) ListUsers(ctx context.Context) ([]identity.User, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+userCols+" FROM users ORDER BY username")
+	rows, err := s.db.QueryContext(ctx, "SELECT "+selectCols+" FROM users ORDER BY username")
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -148,28 +154,41 @@ func (s *Store) ListUsers(ctx context.Context) ([]identity.User, error) {
 	return out, nil
 }
 
-// UpdateUser applies ch; disabling revokes the person's refresh tokens.
+// UpdateUser applies ch; locking revokes the person's refresh tokens. A
+// change that leaves no active owner is rolled back with
+// identity.ErrLastOwner.
 func (s *Store) UpdateUser(ctx context.Context, username string, ch identity.UserChange, at time.Time, confirm identity.Confirm) (identity.User, error) {
 	var u identity.User
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE username = ? FOR UPDATE", username))
+		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+selectCols+" FROM users WHERE username = ? FOR UPDATE", username))
 		if errors.Is(err, sql.ErrNoRows) {
 			return identity.ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("select user: %w", err)
 		}
+		wasOwner := u.ActiveOwner()
 		if ch.Roles != nil {
 			u.Roles = *ch.Roles
 		}
 		if ch.Disabled != nil {
 			u.Disabled = *ch.Disabled
 		}
+		for _, f := range []struct{ to, from *string }{{&u.DisplayName, ch.DisplayName}, {&u.Email, ch.Email}, {&u.Phone, ch.Phone}} {
+			if f.from != nil {
+				*f.to = *f.from
+			}
+		}
 		u.UpdatedAt = at
-		if _, err := tx.ExecContext(ctx, "UPDATE users SET roles = ?, disabled = ?, updated_at = ? WHERE username = ?",
-			strings.Join(u.Roles, ","), u.Disabled, at, username); err != nil {
+		if _, err := tx.ExecContext(ctx, "UPDATE users SET roles = ?, disabled = ?, display_name = ?, email = ?, phone = ?, updated_at = ? WHERE username = ?",
+			strings.Join(u.Roles, ","), u.Disabled, u.DisplayName, u.Email, u.Phone, at, username); err != nil {
 			return fmt.Errorf("update user: %w", err)
+		}
+		if wasOwner && !u.ActiveOwner() {
+			if err := ownerLeft(ctx, tx); err != nil {
+				return err
+			}
 		}
 		if u.Disabled {
 			if _, err := tx.ExecContext(ctx, "UPDATE refresh_tokens SET revoked_at = ? WHERE username = ? AND revoked_at IS NULL", at, username); err != nil {
@@ -179,6 +198,21 @@ func (s *Store) UpdateUser(ctx context.Context, username string, ch identity.Use
 		return nil
 	}, confirm)
 	return u, err
+}
+
+// ownerLeft returns identity.ErrLastOwner when no active owner is left in
+// tx. The read locks every owner's row, so two owners demoting each other
+// at once cannot both succeed (one waits, or deadlocks and is rolled back).
+func ownerLeft(ctx context.Context, tx *sql.Tx) error {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM users WHERE disabled = FALSE AND FIND_IN_SET(?, roles) > 0 FOR UPDATE", authz.RoleAdmin).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("count owners: %w", err)
+	}
+	if n == 0 {
+		return identity.ErrLastOwner
+	}
+	return nil
 }
 
 // SetPassword replaces the hash and revokes the person's refresh tokens.
@@ -198,15 +232,22 @@ func (s *Store) SetPassword(ctx context.Context, username, hash string, at time.
 	}, confirm)
 }
 
-// DeleteUser removes the person (their refresh tokens go by cascade).
+// DeleteUser removes the person (their refresh tokens go by cascade); the
+// last active owner stays (identity.ErrLastOwner).
 func (s *Store) DeleteUser(ctx context.Context, username string, confirm identity.Confirm) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, "DELETE FROM users WHERE username = ?", username)
+		u, err := scanUser(tx.QueryRowContext(ctx, "SELECT "+selectCols+" FROM users WHERE username = ? FOR UPDATE", username))
+		if errors.Is(err, sql.ErrNoRows) {
+			return identity.ErrNotFound
+		}
 		if err != nil {
+			return fmt.Errorf("select user: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM users WHERE username = ?", username); err != nil {
 			return fmt.Errorf("delete user: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return identity.ErrNotFound
+		if u.ActiveOwner() {
+			return ownerLeft(ctx, tx)
 		}
 		return nil
 	}, confirm)
@@ -218,10 +259,10 @@ func (s *Store) UpsertOIDCUser(ctx context.Context, key [sha256.Size]byte, usern
 	var u identity.User
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE oidc_key = ? FOR UPDATE", key[:]))
+		u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+selectCols+" FROM users WHERE oidc_key = ? FOR UPDATE", key[:]))
 		if errors.Is(err, sql.ErrNoRows) {
 			var bound []byte
-			u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+userCols+" FROM users WHERE username = ? FOR UPDATE", username))
+			u, err = scanUser(tx.QueryRowContext(ctx, "SELECT "+selectCols+" FROM users WHERE username = ? FOR UPDATE", username))
 			if err == nil {
 				err = tx.QueryRowContext(ctx, "SELECT oidc_key FROM users WHERE username = ?", username).Scan(&bound)
 			}

@@ -35,10 +35,16 @@ import (
 	"threatview/platform/httpserver"
 )
 
-// Roles a person can hold.
+// Roles a person can hold. The reference product names them Account Owner
+// (admin), User Administrator (user_admin) and Insights Viewer (analyst).
 const (
 	// RoleAdmin may do everything.
 	RoleAdmin = "admin"
+	// RoleUserAdmin manages people (identity's /v1/users) and nothing else:
+	// no dashboard, statistic, token, audit record or alert. Only the
+	// identity service names it in a Require; every other service's check
+	// refuses it.
+	RoleUserAdmin = "user_admin"
 	// RoleAnalyst reads statistics and dashboards.
 	RoleAnalyst = "analyst"
 	// RoleAuditor reads the audit trail.
@@ -46,7 +52,15 @@ const (
 )
 
 // Roles lists every role, in a stable order.
-var Roles = []string{RoleAdmin, RoleAnalyst, RoleAuditor}
+var Roles = []string{RoleAdmin, RoleUserAdmin, RoleAnalyst, RoleAuditor}
+
+// RoleNames are the reference product's names for the roles, for people.
+var RoleNames = map[string]string{
+	RoleAdmin:     "Account Owner",
+	RoleUserAdmin: "User Administrator",
+	RoleAnalyst:   "Insights Viewer",
+	RoleAuditor:   "Auditor",
+}
 
 // ValidRole reports whether r is one of Roles.
 func ValidRole(r string) bool { return slices.Contains(Roles, r) }

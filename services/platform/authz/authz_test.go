@@ -264,3 +264,38 @@ func TestJWKS_StallingIdentity(t *testing.T) {
 		t.Fatalf("fetches = %d, want 2 (the first, then one refresh shared by every caller)", n)
 	}
 }
+
+// TestRequire_UserAdmin: a User Administrator passes only the people
+// management check; every other role's check refuses them.
+func TestRequire_UserAdmin(t *testing.T) {
+	cur := mustKey(t)
+	privs := []ed25519.PrivateKey{cur}
+	var fetches atomic.Int32
+	srv := jwksServer(t, &privs, &fetches)
+	auth := authz.New(authz.NewVerifier(authz.NewJWKS(srv.URL, time.Minute, nil)), "the-admin-key", nil)
+	tok := mustSign(t, cur, "uma", []string{authz.RoleUserAdmin}, time.Now(), time.Minute)
+	tests := []struct {
+		name  string
+		roles []string
+		want  int
+	}{
+		{"People", []string{authz.RoleUserAdmin}, 204},
+		{"Analyst", []string{authz.RoleAnalyst}, 403},
+		{"Auditor", []string{authz.RoleAuditor, authz.RoleAdmin}, 403},
+		{"Admin", []string{authz.RoleAdmin}, 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := auth.Require(tt.roles...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			req := httptest.NewRequest("GET", "/", nil)
+			req.Header.Set("Authorization", "Bearer "+tok)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.want {
+				t.Fatalf("Require(%v) with user_admin = %d, want %d", tt.roles, rec.Code, tt.want)
+			}
+		})
+	}
+}

@@ -64,6 +64,14 @@ type Config struct {
 	BootstrapUser     string `env:"IDENTITY_BOOTSTRAP_ADMIN_USER"`
 	BootstrapPassword string `env:"IDENTITY_BOOTSTRAP_ADMIN_PASSWORD" secret:"true"`
 
+	// RescueOwner, when set, is the rescue path for an organisation locked
+	// out of its last Account Owner: at start the local person of that name
+	// is created if missing, unlocked, made an owner and given
+	// RescuePassword (audited as identity-rescue). Remove both once signed
+	// in: while set, every start resets that password.
+	RescueOwner    string `env:"IDENTITY_RESCUE_OWNER"`
+	RescuePassword string `env:"IDENTITY_RESCUE_PASSWORD" secret:"true"`
+
 	// AuditURL is the audit logger's base URL; blank turns auditing off.
 	AuditURL     string        `env:"AUDITLOGGER_SERVICE_URL"`
 	AuditTimeout time.Duration `env:"AUDITLOGGER_TIMEOUT" envDefault:"5s"`
@@ -119,6 +127,16 @@ func (c *Config) Validate() error {
 		return errors.New("INTERNAL_KEY is required when AUDITLOGGER_SERVICE_URL is set")
 	case (c.BootstrapUser == "") != (c.BootstrapPassword == ""):
 		return errors.New("IDENTITY_BOOTSTRAP_ADMIN_USER and IDENTITY_BOOTSTRAP_ADMIN_PASSWORD go together")
+	case (c.RescueOwner == "") != (c.RescuePassword == ""):
+		return errors.New("IDENTITY_RESCUE_OWNER and IDENTITY_RESCUE_PASSWORD go together")
+	}
+	if c.RescueOwner != "" {
+		if _, err := identity.NormalizeUsername(c.RescueOwner); err != nil {
+			return fmt.Errorf("IDENTITY_RESCUE_OWNER: %w", err)
+		}
+		if err := identity.ValidatePassword(c.RescuePassword); err != nil {
+			return fmt.Errorf("IDENTITY_RESCUE_PASSWORD: %w", err)
+		}
 	}
 	if c.BootstrapUser != "" {
 		if _, err := identity.NormalizeUsername(c.BootstrapUser); err != nil {

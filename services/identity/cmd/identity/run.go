@@ -69,6 +69,13 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Info("first admin", "username", cfg.BootstrapUser, "created", created)
 	}
 
+	if cfg.RescueOwner != "" {
+		if err := retryAudit(ctx, func(ctx context.Context) error { return svc.Rescue(ctx, cfg.RescueOwner, cfg.RescuePassword) }); err != nil {
+			return fmt.Errorf("rescue the owner (IDENTITY_RESCUE_OWNER): %w", err)
+		}
+		log.Warn("owner rescued: remove IDENTITY_RESCUE_OWNER and IDENTITY_RESCUE_PASSWORD now", "username", cfg.RescueOwner)
+	}
+
 	opts := httpapi.Options{AdminKey: cfg.AdminKey, TrustedProxies: cfg.TrustedPrefixes(), ForwarderKey: cmp.Or(cfg.ForwarderKey, httpserver.ForwarderKey(cfg.InternalKey)), SecureCookies: cfg.SecureCookies}
 	if cfg.OIDCIssuer != "" {
 		roleMap, _ := identity.ParseRoleMap(cfg.OIDCRoleMap) // checked by Validate
@@ -87,19 +94,30 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	return nil
 }
 
-// bootstrap creates the first admin, waiting up to 20 s for the audit logger
-// (starting next to this service) to confirm the record.
+// bootstrap creates the first admin, waiting for the audit logger like
+// retryAudit.
 func bootstrap(ctx context.Context, svc *identity.Service, user, password string) (bool, error) {
+	var created bool
+	err := retryAudit(ctx, func(ctx context.Context) (err error) {
+		created, err = svc.Bootstrap(ctx, user, password)
+		return err
+	})
+	return created, err
+}
+
+// retryAudit runs f until it no longer fails for want of the audit logger
+// (starting next to this service), for up to 20 s.
+func retryAudit(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
-		created, err := svc.Bootstrap(ctx, user, password)
+		err := f(ctx)
 		if !errors.Is(err, identity.ErrAuditUnavailable) {
-			return created, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return false, err
+			return err
 		case <-time.After(time.Second):
 		}
 	}

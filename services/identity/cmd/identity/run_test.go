@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -68,16 +69,23 @@ func start(t *testing.T, env map[string]string) (string, *testenv.SyncBuffer) {
 	return addr, out
 }
 
-func TestRun(t *testing.T) {
+// migratedDB is a fresh identity database, migrated, closed at the end.
+func migratedDB(t *testing.T) (string, *sql.DB) {
+	t.Helper()
 	dsn := testenv.MustMariaDB(t)
 	db, err := mariadb.Open(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	t.Cleanup(func() { db.Close() })
 	if _, err := migrations.Up(context.Background(), db, migrations.Identity); err != nil {
 		t.Fatal(err)
 	}
+	return dsn, db
+}
+
+func TestRun(t *testing.T) {
+	dsn, _ := migratedDB(t)
 	env := map[string]string{
 		"HTTP_ADDR":                         "127.0.0.1:0",
 		"IDENTITY_DATABASE_DSN":             dsn,
@@ -131,15 +139,7 @@ func TestRun(t *testing.T) {
 // TestRun_BootstrapWaitsForAudit starts the service while the audit logger
 // still refuses records: the first admin is created once it accepts them.
 func TestRun_BootstrapWaitsForAudit(t *testing.T) {
-	dsn := testenv.MustMariaDB(t)
-	db, err := mariadb.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := migrations.Up(context.Background(), db, migrations.Identity); err != nil {
-		t.Fatal(err)
-	}
+	dsn, _ := migratedDB(t)
 	var calls atomic.Int32
 	var actions sync.Map
 	audit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -203,5 +203,43 @@ func TestRun_BadConfig(t *testing.T) {
 				t.Fatalf("error shows the signing key: %v", err)
 			}
 		})
+	}
+}
+
+// TestRun_RescueOwner: the only owner locked and demoted behind the
+// service's back (the API refuses both), a start with IDENTITY_RESCUE_OWNER
+// gives them back: unlocked, an owner again, with the rescue password.
+func TestRun_RescueOwner(t *testing.T) {
+	dsn, db := migratedDB(t)
+	env := map[string]string{
+		"HTTP_ADDR": "127.0.0.1:0", "IDENTITY_DATABASE_DSN": dsn, "IDENTITY_SIGNING_KEYS": testSeed,
+		"IDENTITY_BOOTSTRAP_ADMIN_USER": "owner", "IDENTITY_BOOTSTRAP_ADMIN_PASSWORD": testPassword,
+		"IDENTITY_ARGON2_MEMORY_KIB": "1024", "IDENTITY_ARGON2_TIME": "1",
+	}
+	start(t, env)
+	if _, err := db.Exec("UPDATE users SET disabled = TRUE, roles = 'analyst' WHERE username = 'owner'"); err != nil {
+		t.Fatal(err)
+	}
+	const rescuePW = "rescued owner password"
+	env["IDENTITY_RESCUE_OWNER"], env["IDENTITY_RESCUE_PASSWORD"] = "owner", rescuePW
+	addr, out := start(t, env)
+	login := func(password string) (int, string) {
+		resp, err := http.Post("http://"+addr+"/v1/login", "application/json",
+			bytes.NewReader([]byte(`{"username":"owner","password":"`+password+`"}`)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := login(rescuePW); code != 200 || !strings.Contains(body, `"roles":["admin","analyst"]`) {
+		t.Fatalf("login after rescue = %d %s, want 200 with roles admin and analyst", code, body)
+	}
+	if code, _ := login(testPassword); code != 401 {
+		t.Fatalf("login with the old password after rescue = %d, want 401", code)
+	}
+	if strings.Contains(out.String(), rescuePW) || !strings.Contains(out.String(), "owner rescued") {
+		t.Fatalf("log shows the rescue password or lacks the rescue:\n%s", out)
 	}
 }
