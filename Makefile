@@ -7,7 +7,7 @@ SHELL := /bin/bash
 STACK := scripts/stack.sh
 FUZZTIME ?= 30s
 
-.PHONY: help up down status test test-s3 bench chaos fuzz clean migrate images images-test
+.PHONY: help up down status test test-s3 bench chaos fuzz clean migrate images images-test sdk
 
 help: ## list targets
 	@echo "Threat View targets:"
@@ -37,6 +37,10 @@ test-s3: ## make up, start the local S3 server (scripts/s3.sh), run the archiver
 	bash scripts/s3.sh start
 	set -a; . .run/env; . .run/s3.env; set +a; export THREATVIEW_REQUIRE_SERVICES=1; \
 	cd services/retention && go test -race -count=1 -tags s3 ./store/
+
+sdk: ## build both client SDKs: sdk/js/dist (TypeScript, ESM) and sdk/java/build/threatview-sdk.jar
+	cd sdk/js && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run build
+	bash sdk/java/build.sh
 
 images: ## OCI image archives of every command into .run/images (PUSH=registry/prefix pushes them)
 	PUSH="$(PUSH)" VERSION="$(VERSION)" bash scripts/images.sh build

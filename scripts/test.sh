@@ -5,7 +5,9 @@
 #      THREATVIEW_REQUIRE_SERVICES=1 turns a missing service into a failure);
 #   1b. the archiver's S3 target, the alerts s3 forwarder and the audit trail's checkpoints against a real S3 server (scripts/s3.sh);
 #   1c. the container images (scripts/images.sh test);
+#   1a. the reference's promise, alone (e2e/reference: 105 req/s at p95 <= 20 ms);
 #   1d. the chart installed into a real API server (scripts/k8s.sh, charts/install_test.go);
+#   1e. the TypeScript and Java SDKs (sdk/js/test.sh, sdk/java/test.sh);
 #   2. every fuzz target, briefly (FUZZTIME, default 5s each);
 #   3. the fault tests (build tag `fault`): they kill and restart shared parts
 #      of the stack, so they run one package at a time, after everything else.
@@ -42,6 +44,11 @@ if bash scripts/k8s.sh build 2>&1 | tail -n 5; then
 else
   echo "FAIL scripts/k8s.sh build" | tee -a "$LOG"; rc=1
 fi
+
+echo "== phase 1e: the client SDKs (TypeScript and Java): unit tests and end-to-end against the running collector"
+for sdk in js java; do
+  bash "sdk/$sdk/test.sh" 2>&1 | tee -a "$LOG" | tail -n 20 || rc=1
+done
 
 echo "== phase 2: fuzz targets, ${FUZZTIME:-5s} each"
 FUZZTIME="${FUZZTIME:-5s}" bash "$STACK" fuzz 2>&1 | tee -a "$LOG" || rc=1
