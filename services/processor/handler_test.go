@@ -123,8 +123,8 @@ func TestConsumer_SameMessageTwice(t *testing.T) {
 	if got := h.count(t, "SELECT count(*) FROM events.events"); got != 3 {
 		t.Fatalf("events stored = %d, want 3", got)
 	}
-	if got := h.count(t, "SELECT count(*) FROM facts.facts_to_process"); got != 3 {
-		t.Fatalf("facts to process = %d, want 3", got)
+	if got := h.count(t, "SELECT count(*) FROM facts.facts"); got != 3 {
+		t.Fatalf("facts = %d, want 3", got)
 	}
 	if got := testutil.ToFloat64(h.metrics.Duplicates); got != 3 {
 		t.Fatalf("duplicates metric = %v, want 3", got)
@@ -240,15 +240,6 @@ func TestConsumer_RandomEventsRollupsExact(t *testing.T) {
 		}
 	}
 	waitFor(t, fmt.Sprintf("%d messages", messages), func() bool { return h.handled() == events })
-	for {
-		n, err := h.store.Aggregate(context.Background(), 1000)
-		if err != nil {
-			t.Fatalf("Aggregate: %v", err)
-		}
-		if n == 0 {
-			break
-		}
-	}
 	t.Logf("%d messages, %d events, %d unique", messages, events, len(unique))
 	if got := h.count(t, "SELECT count(*) FROM events.events"); got != len(unique) {
 		t.Fatalf("events stored = %d, want %d", got, len(unique))

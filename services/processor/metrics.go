@@ -4,16 +4,17 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics are the processor's own Prometheus metrics (prefix processor_).
 type Metrics struct {
-	BatchEvents    prometheus.Histogram
-	BatchSeconds   prometheus.Histogram
-	EventsStored   prometheus.Counter
-	Duplicates     prometheus.Counter
-	DeadLettered   prometheus.Counter
-	Isolated       *prometheus.CounterVec
-	WriteErrors    prometheus.Counter
-	AckErrors      prometheus.Counter
-	Aggregated     prometheus.Counter
-	AggregateRuns  *prometheus.CounterVec
+	BatchEvents  prometheus.Histogram
+	BatchSeconds prometheus.Histogram
+	EventsStored prometheus.Counter
+	Duplicates   prometheus.Counter
+	DeadLettered prometheus.Counter
+	Isolated     *prometheus.CounterVec
+	WriteErrors  prometheus.Counter
+	AckErrors    prometheus.Counter
+	// AggregationLag stays 0: the rollups are folded in the transaction
+	// that stores the events (kept for the status page, the dashboard and
+	// the ThreatViewAggregationLag alert, which read it).
 	AggregationLag prometheus.Gauge
 	Leader         prometheus.Gauge
 	// PartitionsAhead is set after each partition upkeep from the catalog.
@@ -61,17 +62,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "processor_ack_errors_total",
 			Help: "Acks that failed after a commit; the broker redelivers and the duplicate is skipped.",
 		}),
-		Aggregated: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "processor_facts_aggregated_total",
-			Help: "Facts folded into the rollups.",
-		}),
-		AggregateRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "processor_aggregate_runs_total",
-			Help: "Aggregation transactions by result (ok, error).",
-		}, []string{"result"}),
 		AggregationLag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "processor_aggregation_lag_seconds",
-			Help: "Age of the oldest row of facts.facts_to_process (0 when empty).",
+			Help: "How far the rollups lag behind the stored events: always 0, since they are folded in the transaction that stores the events.",
 		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "processor_leader",
@@ -91,6 +84,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Suppressed, m.Suppressions, m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
-		m.WriteErrors, m.AckErrors, m.Aggregated, m.AggregateRuns, m.AggregationLag, m.Leader, m.PartitionsAhead)
+		m.WriteErrors, m.AckErrors, m.AggregationLag, m.Leader, m.PartitionsAhead)
 	return m
 }

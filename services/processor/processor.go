@@ -1,10 +1,10 @@
 // Package processor stores the events the collector publishes: it consumes
 // wire.EventBatch messages, writes each batch of events exactly once into the
 // monthly-partitioned events table together with their facts in one
-// transaction, acks the messages only after the commit, and folds the facts
-// into hourly, daily and monthly rollups.
+// transaction, together with the hourly, daily and monthly rollups they add
+// to, and acks the messages only after the commit.
 //
-// Subpackages: postgres (the Store, the Aggregator and the leader lock)
+// Subpackages: postgres (the Store and the leader lock)
 // and cmd/processor (wiring). Batching deliveries, dead-lettering, retrying
 // and the leader loop are platform/pipeline's; Handler is the processor's
 // part of them.
@@ -13,7 +13,6 @@ package processor
 import (
 	"context"
 	"errors"
-	"time"
 
 	"threatview/platform/wire"
 )
@@ -49,13 +48,4 @@ type Store interface {
 	// every other request is durable when it returns. The error wraps
 	// ErrUnavailable and means nothing was stored.
 	WriteRequests(ctx context.Context, requests [][]wire.Event) (res WriteResult, refused map[int]error, err error)
-}
-
-// Aggregator folds pending facts into the rollups.
-type Aggregator interface {
-	// Aggregate folds at most limit pending facts into the rollups in one
-	// transaction and returns how many it folded. Errors wrap ErrUnavailable.
-	Aggregate(ctx context.Context, limit int) (int, error)
-	// Lag returns the age of the oldest pending fact, 0 when none is pending.
-	Lag(ctx context.Context) (time.Duration, error)
 }

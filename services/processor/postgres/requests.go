@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"threatview/platform/wire"
 	"threatview/processor"
 )
@@ -68,7 +66,7 @@ func (s *Store) writeRequests(ctx context.Context, requests [][]wire.Event, sinc
 		if _, err := tx.Exec(ctx, "SAVEPOINT request"); err != nil {
 			return res, nil, fmt.Errorf("savepoint: %w", err)
 		}
-		n, err := s.insertRequest(ctx, tx, events, since)
+		n, err := s.insert(ctx, tx, events, since)
 		if err != nil {
 			if _, rerr := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT request"); rerr != nil {
 				return res, nil, fmt.Errorf("rollback to savepoint: %w (after %w)", rerr, err)
@@ -94,18 +92,6 @@ func (s *Store) writeRequests(ctx context.Context, requests [][]wire.Event, sinc
 		return res, nil, fmt.Errorf("commit: %w", err)
 	}
 	return res, refused, nil
-}
-
-// insertRequest copies events into batch_events and runs insertSQL.
-func (s *Store) insertRequest(ctx context.Context, tx pgx.Tx, events []wire.Event, since time.Time) (int, error) {
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_events"}, batchColumns, newRows(events)); err != nil {
-		return 0, fmt.Errorf("copy: %w", err)
-	}
-	var n int
-	if err := tx.QueryRow(ctx, insertSQL, since, s.outbox).Scan(&n); err != nil {
-		return 0, fmt.Errorf("insert: %w", err)
-	}
-	return n, nil
 }
 
 // writeRequestsHoldingLate holds the events of months that were archived

@@ -43,8 +43,11 @@ type Store struct {
 	pool *pgxpool.Pool
 	held atomic.Uint64 // events held in events.late_events (late.go)
 	// outbox is whether a threat event also gets its alerts.outbox row
-	// (insertSQL's $2); off when no alerts service reads and prunes it.
+	// (insertOutboxSQL); off when no alerts service reads and prunes it.
 	outbox bool
+	// beforeCommit, when set (tests only), runs after a write's statements
+	// and before its commit.
+	beforeCommit func()
 }
 
 // batchTable is the session's temporary table COPY fills; ON COMMIT DELETE
@@ -55,13 +58,17 @@ const batchTable = `CREATE TEMP TABLE IF NOT EXISTS batch_events (
 	app_version text, device_id text, device_model text, manufacturer text, os text,
 	os_version text, country char(2), client_ip inet, token_id text, request_id text,
 	payload jsonb, session_id text, user_pseudonym text, language text, os_major smallint,
-	os_minor smallint, lat real, lon real
+	os_minor smallint, lat real, lon real, threat_types text[]
 ) ON COMMIT DELETE ROWS`
 
 var batchColumns = []string{"id", "received_at", "occurred_at", "type", "app_id",
 	"app_version", "device_id", "device_model", "manufacturer", "os",
 	"os_version", "country", "client_ip", "token_id", "request_id", "payload",
-	"session_id", "user_pseudonym", "language", "os_major", "os_minor", "lat", "lon"}
+	"session_id", "user_pseudonym", "language", "os_major", "os_minor", "lat", "lon",
+	"threat_types"}
+
+// writerWorkMem is each pool session's work_mem.
+const writerWorkMem = "32MB"
 
 // connectTimeout bounds a connection attempt when the URL sets none.
 const connectTimeout = 5 * time.Second
@@ -82,7 +89,9 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		// The ack that follows a commit promises the events survive a
 		// database crash, whatever the server's or role's default says.
-		_, err := c.Exec(ctx, "SET synchronous_commit = on; "+batchTable)
+		// work_mem: the batch statement's hashes and sorts (a few MB for a
+		// batch of 8,000) stay in memory; at most DBMaxConns sessions.
+		_, err := c.Exec(ctx, "SET synchronous_commit = on; SET work_mem = '"+writerWorkMem+"'; "+batchTable)
 		return err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -110,47 +119,64 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// insertSQL moves the copied batch into events.events and, for the rows
-// actually inserted, writes the facts, the aggregator's work items and any
-// new device model, all in one statement. $1 is the earliest received_at the
-// duplicate check looks at (see the package comment); $2 is whether threat
-// events get their alerts.outbox row (Store.WithoutOutbox).
+// insertSQL moves the copied batch (already free of repeats: prepare) into
+// events.events and, for the rows actually inserted, writes the facts, any
+// new device model, the investigation rollups and, in insertOutboxSQL, the
+// alerts.outbox rows, all in one statement; it returns the id, app and
+// device model id of each inserted row, from which the writer folds the
+// rollups (rollups.go). $1 and $2 bound the duplicate probe to the
+// partitions an earlier copy can live in (see the package comment).
+//
+// An event of a suppressed device (events.suppressions, not lifted) is not
+// inserted: the check is in the statement, so a processor whose cached set
+// is stale still drops it, and the app's lock (events.lock_apps, taken
+// before this statement and by a suppression's insert) orders the two.
 //
 // A model missing from device_models_dim after the upsert (only possible
 // with a concurrent writer) leaves device_model_id NULL, which the NOT NULL
 // constraint turns into an error and a retry rather than a lost fact.
-const insertSQL = `
-WITH src AS (
-	SELECT DISTINCT ON (id, app_id) * FROM batch_events ORDER BY id, app_id, received_at
-), ins AS (
-	INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
-		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload,
-		session_id, user_pseudonym, language, os_major, os_minor, lat, lon, threat_types)
-	SELECT s.id, s.received_at, s.occurred_at, s.type, s.app_id, s.app_version, s.device_id,
-		s.device_model, s.manufacturer, s.os, s.os_version, s.country, s.client_ip, s.token_id,
-		s.request_id, s.payload, s.session_id, s.user_pseudonym, s.language, s.os_major, s.os_minor,
-		s.lat, s.lon, facts.threat_types(s.payload)
-	FROM src s
-	-- OFFSET 0 keeps this a per-row probe of each partition's primary key:
-	-- without it the planner may pull it up into an anti join that reads
-	-- whole partitions (the temporary table has no statistics).
-	WHERE NOT EXISTS (SELECT 1 FROM events.events e
-		WHERE e.id = s.id AND e.app_id = s.app_id AND e.received_at >= $1 OFFSET 0)
-	ON CONFLICT DO NOTHING
-	RETURNING id, received_at, occurred_at, type, app_id, app_version, country, manufacturer,
-		device_model, os, os_version, payload, device_id, user_pseudonym, os_major, os_minor, lat, lon,
-		threat_types
-), ` + investigationCTEs + `, outboxed AS (
+var insertSQL, insertOutboxSQL = insertStatement(false), insertStatement(true)
+
+func insertStatement(outbox bool) string {
+	outboxed := ""
+	if outbox {
+		// The outbox's statement trigger takes an advisory lock held to
+		// COMMIT (commit order, migration 000011): only a batch with a
+		// threat event and the outbox on runs this insert at all.
+		outboxed = `, outboxed AS (
 	-- A threat event's row for the alerts service (its forwarders and
 	-- minute counts): in this transaction, so it exists iff the event does.
 	INSERT INTO alerts.outbox (event_id, app_id, received_at, occurred_at, type, app_version,
 		device_model, os, os_version, country, threats)
 	SELECT i.id, i.app_id, i.received_at, i.occurred_at, i.type, coalesce(i.app_version, ''),
 		coalesce(i.device_model, ''), coalesce(i.os, ''), coalesce(i.os_version, ''),
-		coalesce(i.country, ''), t.threats
-	FROM ins i CROSS JOIN LATERAL (SELECT facts.threat_types(i.payload) AS threats) t
-	WHERE $2::boolean AND cardinality(t.threats) > 0
-), models AS (
+		coalesce(i.country, ''), i.threat_types
+	FROM ins i
+	WHERE cardinality(i.threat_types) > 0
+)`
+	}
+	return `
+WITH ins AS (
+	INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
+		device_model, manufacturer, os, os_version, country, client_ip, token_id, request_id, payload,
+		session_id, user_pseudonym, language, os_major, os_minor, lat, lon, threat_types)
+	SELECT s.id, s.received_at, s.occurred_at, s.type, s.app_id, s.app_version, s.device_id,
+		s.device_model, s.manufacturer, s.os, s.os_version, s.country, s.client_ip, s.token_id,
+		s.request_id, s.payload, s.session_id, s.user_pseudonym, s.language, s.os_major, s.os_minor,
+		s.lat, s.lon, s.threat_types
+	FROM batch_events s
+	-- OFFSET 0 keeps this a per-row probe of each partition's primary key:
+	-- without it the planner may pull it up into an anti join that reads
+	-- whole partitions (the temporary table has no statistics).
+	WHERE NOT EXISTS (SELECT 1 FROM events.events e
+		WHERE e.id = s.id AND e.app_id = s.app_id AND e.received_at >= $1 AND e.received_at < $2 OFFSET 0)
+	  AND NOT EXISTS (SELECT 1 FROM events.suppressions x
+		WHERE x.app_id = s.app_id AND x.device_id = s.device_id AND x.lifted_at IS NULL)
+	ON CONFLICT DO NOTHING
+	RETURNING id, received_at, occurred_at, type, app_id, app_version, country, manufacturer,
+		device_model, os, os_version, device_id, user_pseudonym, os_major, os_minor, lat, lon,
+		threat_types
+), ` + investigationCTEs + outboxed + `, models AS (
 	SELECT DISTINCT manufacturer, device_model AS model FROM ins
 ), new_models AS (
 	INSERT INTO facts.device_models_dim (manufacturer, model)
@@ -166,15 +192,12 @@ WITH src AS (
 	JOIN models m ON d.manufacturer = m.manufacturer AND d.model = m.model
 ), fact_rows AS (
 	INSERT INTO facts.facts (event_id, received_at, occurred_at, app_id, country, device_model_id, os, threats)
-	SELECT i.id, i.received_at, i.occurred_at, i.app_id, i.country, d.id, i.os, facts.threat_types(i.payload)
+	SELECT i.id, i.received_at, i.occurred_at, i.app_id, i.country, d.id, i.os, i.threat_types
 	FROM ins i LEFT JOIN dims d ON d.manufacturer = i.manufacturer AND d.model = i.device_model
-	RETURNING occurred_at, app_id, country, device_model_id, os, threats
-), queued AS (
-	INSERT INTO facts.facts_to_process (occurred_at, app_id, country, device_model_id, os, threats)
-	SELECT occurred_at, app_id, country, device_model_id, os, threats FROM fact_rows
-	RETURNING 1
+	RETURNING event_id, app_id, device_model_id
 )
-SELECT (SELECT count(*) FROM queued)`
+SELECT event_id, app_id, device_model_id FROM fact_rows`
+}
 
 // WriteBatch stores events in one transaction: COPY into the session's
 // temporary table, then insertSQL. Events already stored (see the package
@@ -224,12 +247,12 @@ func (s *Store) write(ctx context.Context, events []wire.Event, since time.Time)
 		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"batch_events"}, batchColumns, newRows(events)); err != nil {
-		return 0, fmt.Errorf("copy: %w", err)
+	n, err := s.insert(ctx, tx, events, since)
+	if err != nil {
+		return 0, err
 	}
-	var n int
-	if err := tx.QueryRow(ctx, insertSQL, since, s.outbox).Scan(&n); err != nil {
-		return 0, fmt.Errorf("insert: %w", err)
+	if s.beforeCommit != nil {
+		s.beforeCommit()
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
@@ -326,8 +349,9 @@ func (s *Store) MaintainPartitions(ctx context.Context, ahead int) (int, error) 
 // are reused.
 type rows struct {
 	events  []wire.Event
+	threats [][]string // per event (prepare); nil: NULL
 	i       int
-	row     [23]any
+	row     [24]any
 	payload []byte
 	err     error
 }
@@ -356,10 +380,15 @@ func (r *rows) Values() ([]any, error) {
 		r.payload = p
 		payload = p
 	}
-	r.row = [23]any{id, e.ReceivedAt, e.OccurredAt, e.Type, e.App.ID,
+	var threats any
+	if r.threats != nil {
+		threats = r.threats[r.i]
+	}
+	r.row = [24]any{id, e.ReceivedAt, e.OccurredAt, e.Type, e.App.ID,
 		e.App.Version, e.Device.ID, e.Device.Model, e.Device.Manufacturer, e.Device.OS,
 		e.Device.OSVersion, e.Country, ip, e.TokenID, e.RequestID, payload}
-	investigationValues(e, r.row[16:])
+	investigationValues(e, r.row[16:23])
+	r.row[23] = threats
 	return r.row[:], nil
 }
 

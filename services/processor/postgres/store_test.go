@@ -35,13 +35,14 @@ func write(t *testing.T, s *postgres.Store, events ...wire.Event) processor.Writ
 	return res
 }
 
-// counts returns the rows of events.events, facts.facts and facts.facts_to_process.
+// counts returns the rows of events.events and facts.facts, and the events
+// the rollups count.
 func counts(t *testing.T, pool *pgxpool.Pool) [3]int {
 	t.Helper()
 	return [3]int{
 		pgtest.Count(t, pool, "SELECT count(*) FROM events.events"),
 		pgtest.Count(t, pool, "SELECT count(*) FROM facts.facts"),
-		pgtest.Count(t, pool, "SELECT count(*) FROM facts.facts_to_process"),
+		pgtest.Count(t, pool, "SELECT coalesce(sum(count), 0) FROM facts.all_apps_events_by_country_per_month"),
 	}
 }
 
@@ -155,16 +156,17 @@ func TestStore_WriteBatch(t *testing.T) {
 	})
 }
 
-func TestStore_Aggregate(t *testing.T) {
+// TestStore_RollupsExactAtEveryCommit writes batches across the last three
+// days, with events up to 40 days late, redelivered batches and re-sent
+// ids, and checks after batches along the way, not only at the end, that
+// every rollup equals count(*) over events.events: no aggregator runs.
+func TestStore_RollupsExactAtEveryCommit(t *testing.T) {
 	s, pool := mustStore(t)
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(3, 4))
 	now := time.Now().UTC()
 	var sent []wire.Event
 	unique := map[string]bool{}
-	// Batches across the last three days, with events up to 40 days late,
-	// redelivered batches and re-sent ids; the aggregator runs in between
-	// with a small quota so runs interleave with writes.
 	for i := 0; i < 60; i++ {
 		received := now.Add(-time.Duration(r.Int64N(int64(72 * time.Hour))))
 		batch := make([]wire.Event, 0, 60)
@@ -193,32 +195,12 @@ func TestStore_Aggregate(t *testing.T) {
 			unique[e.ID] = true
 		}
 		sent = append(sent, batch...)
-		if i%7 == 0 {
-			if _, err := s.Aggregate(ctx, 37); err != nil {
-				t.Fatalf("Aggregate: %v", err)
-			}
+		if i%20 == 0 {
+			pgtest.AssertRollupsExact(t, pool, len(unique))
 		}
-	}
-	if lag, err := s.Lag(ctx); err != nil || lag <= 0 {
-		t.Fatalf("Lag with pending facts = %v, %v; want > 0", lag, err)
-	}
-	for {
-		n, err := s.Aggregate(ctx, 500)
-		if err != nil {
-			t.Fatalf("Aggregate: %v", err)
-		}
-		if n == 0 {
-			break
-		}
-	}
-	if lag, err := s.Lag(ctx); err != nil || lag != 0 {
-		t.Fatalf("Lag after catching up = %v, %v; want 0", lag, err)
 	}
 	if got := pgtest.Count(t, pool, "SELECT count(*) FROM events.events"); got != len(unique) {
 		t.Fatalf("events stored = %d, want %d unique", got, len(unique))
-	}
-	if got := pgtest.Count(t, pool, "SELECT count(*) FROM facts.aggregate_staging"); got != 0 {
-		t.Fatalf("aggregate_staging holds %d rows after the runs, want 0", got)
 	}
 	t.Logf("%d events sent, %d unique", len(sent), len(unique))
 	pgtest.AssertRollupsExact(t, pool, len(unique))

@@ -15,7 +15,7 @@ import (
 type Config struct {
 	// DatabaseURL is the events DB as a postgres:// URL.
 	DatabaseURL string `env:"EVENTS_DATABASE_URL,required" secret:"true"`
-	// DBMaxConns bounds the pool (writer, aggregator, readiness, partitions).
+	// DBMaxConns bounds the pool (writer, suppressions, readiness, partitions).
 	DBMaxConns int32 `env:"PROCESSOR_DB_MAX_CONNS" envDefault:"4"`
 
 	Broker mq.Config
@@ -39,10 +39,6 @@ type Config struct {
 	// 1,500 req/s for 100 ms against 25 ms).
 	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"100ms"`
 
-	// AggregateInterval is the pause between aggregation runs.
-	AggregateInterval time.Duration `env:"PROCESSOR_AGGREGATE_INTERVAL" envDefault:"1s"`
-	// AggregateMaxRows bounds the facts one aggregation transaction claims.
-	AggregateMaxRows int `env:"PROCESSOR_AGGREGATE_MAX_ROWS" envDefault:"50000"`
 	// PartitionsAhead is how many months after the current one have partitions.
 	PartitionsAhead int `env:"PROCESSOR_PARTITIONS_AHEAD" envDefault:"3"`
 	// SuppressionRefresh is how often the suppressed devices are re-read from
@@ -84,10 +80,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_BATCH_MAX_EVENTS must be positive, got %d", c.BatchMaxEvents)
 	case c.BatchMaxWait < 0:
 		return fmt.Errorf("PROCESSOR_BATCH_MAX_WAIT must not be negative, got %s", c.BatchMaxWait)
-	case c.AggregateInterval <= 0:
-		return fmt.Errorf("PROCESSOR_AGGREGATE_INTERVAL must be positive, got %s", c.AggregateInterval)
-	case c.AggregateMaxRows <= 0:
-		return fmt.Errorf("PROCESSOR_AGGREGATE_MAX_ROWS must be positive, got %d", c.AggregateMaxRows)
 	case c.PartitionsAhead < 0:
 		return fmt.Errorf("PROCESSOR_PARTITIONS_AHEAD must not be negative, got %d", c.PartitionsAhead)
 	case c.LeaderPoll <= 0:

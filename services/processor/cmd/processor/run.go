@@ -32,7 +32,7 @@ var version = "dev"
 const crashAfterCommitEnv = "PROCESSOR_TEST_CRASH_AFTER_COMMIT"
 
 // run starts the ops HTTP server and, while this replica holds the leader
-// lock, the consumer, the aggregator and partition maintenance. It returns
+// lock, the consumer and partition maintenance. It returns
 // when ctx ends (nil) or something fails for good.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
 	var cfg Config
@@ -113,7 +113,6 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		wg.Go(func() {
 			pipeline.Every(lctx, time.Hour, func() { maintainPartitions(lctx, store, cfg.PartitionsAhead, metrics.PartitionsAhead, log) })
 		})
-		wg.Go(func() { aggregate(lctx, store, cfg, metrics, log) })
 		defer wg.Wait()
 
 		// The subscription outlives lctx until the consumer has acked the
@@ -182,40 +181,4 @@ func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, g
 		return
 	}
 	gauge.Set(float64(got))
-}
-
-// aggregate folds pending facts every interval, and straight again while a
-// run fills its whole quota (catching up after a backlog).
-func aggregate(ctx context.Context, store processor.Aggregator, cfg Config, m *processor.Metrics, log *slog.Logger) {
-	t := time.NewTicker(cfg.AggregateInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for ctx.Err() == nil {
-			actx, cancel := context.WithTimeout(ctx, time.Minute)
-			n, err := store.Aggregate(actx, cfg.AggregateMaxRows)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil {
-					m.AggregateRuns.WithLabelValues("error").Inc()
-					log.Error("aggregation failed", "err", err)
-				}
-				break
-			}
-			m.AggregateRuns.WithLabelValues("ok").Inc()
-			m.Aggregated.Add(float64(n))
-			if n < cfg.AggregateMaxRows {
-				break
-			}
-		}
-		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if lag, err := store.Lag(lctx); err == nil {
-			m.AggregationLag.Set(lag.Seconds())
-		}
-		cancel()
-	}
 }
