@@ -3,7 +3,7 @@
 -- rollups.go): one upsert per rollup table and batch, computed from the rows
 -- the insert reports as new, so the rollups equal count(*) over events.events
 -- at every commit. The per-event work queue, the staging table and the
--- separate aggregator go; writers of one app are serialised by a
+-- separate aggregator are no longer used; writers of one app are serialised by a
 -- transaction-level advisory lock, which an erasure's suppression takes too.
 --
 -- Upgrade. This migration locks the queue, folds every row still in it into
@@ -13,8 +13,8 @@
 -- the migration fails its batch (SQLSTATE P0001, transient for it) and retries
 -- until the new one takes over, so nothing is written that no one would fold;
 -- the readers that wait for the queue to drain (retention's privacy runner,
--- loadtest's verify) find it empty. A later migration drops it once no reader
--- is left. The staging table is dropped.
+-- loadtest's verify, e2e) find it empty. The staging table is kept empty
+-- for the same readers. A later migration drops both once no reader is left.
 
 LOCK TABLE facts.facts_to_process, facts.aggregate_staging IN ACCESS EXCLUSIVE MODE;
 
@@ -58,8 +58,7 @@ END
 $$;
 -- +goose StatementEnd
 
-TRUNCATE facts.facts_to_process;
-DROP TABLE facts.aggregate_staging;
+TRUNCATE facts.facts_to_process, facts.aggregate_staging;
 
 -- +goose StatementBegin
 CREATE FUNCTION facts.refuse_queue_insert() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -111,14 +110,6 @@ DROP FUNCTION events.suppression_waits_for_writers();
 DROP FUNCTION events.lock_apps(text[]);
 DROP TRIGGER refuse_queue_insert ON facts.facts_to_process;
 DROP FUNCTION facts.refuse_queue_insert();
-CREATE UNLOGGED TABLE facts.aggregate_staging (
-    occurred_at     timestamptz NOT NULL,
-    country         char(2)     NOT NULL,
-    device_model_id integer     NOT NULL,
-    os              text        NOT NULL,
-    app_id          text        NOT NULL,
-    threats         text[]      NOT NULL
-);
 -- +goose StatementBegin
 DO $$
 DECLARE
