@@ -436,6 +436,9 @@ public final class ThreatView implements Closeable {
                 ok = false;
                 err = e.toString();
             }
+            if (!ok) {
+                drop(Drop.STORAGE_ERROR, eventIds(chunk), chunk.size(), 0, "", err);
+            }
             long failedBytes = 0;
             lock.lock();
             try {
@@ -454,9 +457,6 @@ public final class ThreatView implements Closeable {
                 work.signalAll();
             } finally {
                 lock.unlock();
-            }
-            if (!ok) {
-                drop(Drop.STORAGE_ERROR, eventIds(chunk), chunk.size(), 0, "", err);
             }
         }
     }
@@ -489,6 +489,11 @@ public final class ThreatView implements Closeable {
                     if (stored > 0) {
                         long waited = clock.nowMillis() - oldestAt;
                         if (stored >= flushAt || flushTarget > resolved || closing || waited >= flushIntervalMs) {
+                            if ((writing > 0 || !pending.isEmpty()) && stored < MAX_BATCH_EVENTS) {
+                                // The writer is a moment behind: let it catch up, for one full batch.
+                                awaitWork(50);
+                                continue;
+                            }
                             break;
                         }
                         awaitWork(flushIntervalMs - waited);
@@ -533,6 +538,13 @@ public final class ThreatView implements Closeable {
         lock.lock();
         try {
             n = queued;
+        } finally {
+            lock.unlock();
+        }
+        // Heard of before flush returns.
+        drop(Drop.OPTED_OUT, null, (int) n, 0, "", "telemetry switched off: queue emptied");
+        lock.lock();
+        try {
             stored = 0;
             queued = 0;
             queuedBytes = 0;
@@ -540,9 +552,6 @@ public final class ThreatView implements Closeable {
             progress.signalAll();
         } finally {
             lock.unlock();
-        }
-        if (n > 0) {
-            drop(Drop.OPTED_OUT, null, (int) n, 0, "", "telemetry switched off: queue emptied");
         }
     }
 
