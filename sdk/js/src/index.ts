@@ -310,6 +310,7 @@ export class ThreatView {
   private intervalTimer: unknown = null;
   private persistTimer: unknown = null;
   private unpersisted = 0;
+  private persistQueued = false;
   private sleeping: { timer: unknown; wake: () => void } | null = null;
   private abort: AbortController | null = null;
   private storageChain: Promise<void> = Promise.resolve();
@@ -768,27 +769,50 @@ export class ThreatView {
     }
   }
 
-  // persistNow writes the queued events not yet stored (the queue's tail)
-  // in segments of at most 256 KiB.
+  // persistNow has the queued events not yet stored (the queue's tail)
+  // written at the storage's next turn. What is written is decided then,
+  // so a burst of enqueues costs one write of what is still queued, and
+  // nothing is held for events dropped meanwhile.
   private persistNow(): void {
     if (this.persistTimer !== null) {
       this.clock.clearTimeout(this.persistTimer);
       this.persistTimer = null;
     }
     this.unpersisted = 0;
+    if (this.persistQueued) return;
+    this.persistQueued = true;
+    this.store(async (s) => {
+      this.persistQueued = false;
+      await this.writeTail(s);
+    });
+  }
+
+  // writeTail writes the events not yet stored (the batch in flight may
+  // hold some, the queue's tail the others) in segments of at most 256 KiB.
+  // Segments are cut before the first await: the queue moves meanwhile.
+  private async writeTail(s: Storage): Promise<void> {
+    // The batch's events get a segment of their own, so the events dropped
+    // from the queue's head meanwhile do not keep it.
+    const todo: Entry[] = [];
+    for (const e of this.batch ?? []) if (e.seg === null) todo.push(e);
+    const cut = todo.length;
     let from = this.q.length;
     while (from > this.head && this.q[from - 1].seg === null) from--;
-    while (from < this.q.length) {
+    for (let i = from; i < this.q.length; i++) todo.push(this.q[i]);
+    const segs: Array<{ seg: Segment; text: string }> = [];
+    for (let i = 0; i < todo.length; ) {
       const seg: Segment = { key: this.prefix + "q." + uuidv7(this.clock.now()), live: 0 };
       let text = "";
-      while (from < this.q.length && (text === "" || text.length + this.q[from].bytes < maxSegmentBytes)) {
-        const e = this.q[from++];
+      while (i < todo.length && (text === "" || (text.length + todo[i].bytes < maxSegmentBytes && i !== cut))) {
+        const e = todo[i++];
         e.seg = seg;
         seg.live++;
         text += e.t + " " + e.json + "\n";
       }
-      // Written only if an event of it is still queued when its turn comes.
-      this.store((s) => (seg.live > 0 ? s.setItem(seg.key, text) : Promise.resolve()));
+      segs.push({ seg, text });
+    }
+    for (const { seg, text } of segs) {
+      if (seg.live > 0) await s.setItem(seg.key, text);
     }
   }
 

@@ -319,3 +319,26 @@ test("the session id and defaults are filled in; new fields pass through", async
   assert.deepEqual(e.location, { lat: 47.37, lon: 8.54, accuracy_m: 20 });
   await tv.shutdown();
 });
+
+test("the batch in flight is stored too: a crash while sending loses nothing", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tv-queue-"));
+  try {
+    const clock = new FakeClock();
+    const a = new ThreatView({
+      endpoint: "http://collector.test", token: "t", app: { id: "demo-app" }, compress: false, clock,
+      storage: fileStorage(dir), flushAt: 10, persistIntervalMs: 10,
+      fetch: (() => new Promise(() => undefined)) as typeof fetch, // the request never ends: the process dies first
+    });
+    await settle();
+    const ids = Array.from({ length: 30 }, (_, i) => a.enqueue(ev(i)));
+    await clock.advance(50);
+    await new Promise((r) => setTimeout(r, 300)); // the file writes finish
+    // No shutdown: a crash. A new client on the same directory sends all 30.
+    const b = client([accepted], { storage: fileStorage(dir) });
+    assert.equal(await b.tv.flush(), true);
+    assert.deepEqual(b.requests.flatMap((r) => r.body.events.map((e) => e.event_id)).sort(), [...ids].sort());
+    await b.tv.shutdown();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
