@@ -108,13 +108,21 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	// The request is audited before it is promised; without its audit
-	// record it is withdrawn (it has not started: the runner waits out the
-	// settle time first, and only queued rows are withdrawn).
+	// The request is stored pending, audited, and only then queued: no
+	// runner takes a pending erasure and no job suppresses its subject, so
+	// one whose audit record could not be written is withdrawn having
+	// done nothing (a pending row a crash left behind is removed by the
+	// runner after a minute).
 	if err := a.record(r, "privacy.erasure.request", "/v1/erasures/"+e.ID, http.StatusAccepted); err != nil {
 		_ = a.store.Delete(context.WithoutCancel(r.Context()), e.ID)
 		a.log.Error("erasure not audited; withdrawn", "erasure_id", e.ID, "err", err)
 		unavailableError(w, "the audit trail is unavailable; nothing was changed")
+		return
+	}
+	if err := a.store.Queue(context.WithoutCancel(r.Context()), e); err != nil {
+		_ = a.store.Delete(context.WithoutCancel(r.Context()), e.ID)
+		a.log.Error("erasure not queued; withdrawn", "erasure_id", e.ID, "err", err)
+		unavailableError(w, "the database is unavailable; nothing was changed")
 		return
 	}
 	if a.runner != nil {
@@ -170,6 +178,12 @@ func (a *API) lift(w http.ResponseWriter, r *http.Request) {
 	s := Subject{AppID: r.URL.Query().Get("app_id"), DeviceID: r.URL.Query().Get("device_id")}
 	if err := validate(s); err != nil {
 		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
+		return
+	}
+	// Refused before it is audited while an erasure of the subject is
+	// open; the store checks again in the statement that lifts.
+	if err := a.store.CheckLift(r.Context(), s); err != nil {
+		a.fail(w, err)
 		return
 	}
 	if err := a.record(r, "privacy.suppression.lift", "/v1/suppressions", http.StatusNoContent); err != nil {

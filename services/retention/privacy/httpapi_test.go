@@ -20,6 +20,7 @@ import (
 type fakeStore struct {
 	erasures map[string]*privacy.Erasure
 	known    map[string]bool
+	liftErr  error
 }
 
 func (f *fakeStore) Create(_ context.Context, e *privacy.Erasure) error {
@@ -31,12 +32,17 @@ func (f *fakeStore) Create(_ context.Context, e *privacy.Erasure) error {
 			return privacy.ErrBusy
 		}
 	}
-	e.Status = privacy.StatusQueued
+	e.Status = privacy.StatusPending
 	c := *e
 	f.erasures[e.ID] = &c
 	return nil
 }
-func (f *fakeStore) Delete(_ context.Context, id string) error { delete(f.erasures, id); return nil }
+func (f *fakeStore) Queue(_ context.Context, e *privacy.Erasure) error {
+	f.erasures[e.ID].Status, e.Status = privacy.StatusQueued, privacy.StatusQueued
+	return nil
+}
+func (f *fakeStore) CheckLift(context.Context, privacy.Subject) error { return f.liftErr }
+func (f *fakeStore) Delete(_ context.Context, id string) error        { delete(f.erasures, id); return nil }
 func (f *fakeStore) Get(_ context.Context, id string) (*privacy.Erasure, error) {
 	if e, ok := f.erasures[id]; ok {
 		return e, nil
@@ -45,7 +51,7 @@ func (f *fakeStore) Get(_ context.Context, id string) (*privacy.Erasure, error) 
 }
 func (f *fakeStore) List(context.Context, int) ([]privacy.Erasure, error) { return nil, nil }
 func (f *fakeStore) LiftSuppression(context.Context, privacy.Subject, string) error {
-	return privacy.ErrNotFound
+	return f.liftErr
 }
 func (f *fakeStore) Suppressions(context.Context) ([]privacy.Suppression, error) { return nil, nil }
 
@@ -111,6 +117,17 @@ func TestAPI_Erasures(t *testing.T) {
 		}
 		if len(store.erasures) != 1 {
 			t.Fatalf("%d erasures stored, want the unaudited one withdrawn", len(store.erasures))
+		}
+	})
+	t.Run("LiftWhileErasing", func(t *testing.T) {
+		audit.err, audit.records = nil, nil
+		store.liftErr = privacy.ErrBusy
+		req := httptest.NewRequest(http.MethodDelete, "/v1/suppressions?app_id=app&device_id=d1", nil)
+		req.Header.Set("Authorization", "Bearer admin-key")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), `"code":"erasure_in_progress"`) || len(audit.records) != 0 {
+			t.Fatalf("DELETE /v1/suppressions while erasing = %d %s (%d audited), want 409 erasure_in_progress, not audited", w.Code, w.Body, len(audit.records))
 		}
 	})
 }

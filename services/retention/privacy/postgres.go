@@ -26,12 +26,13 @@ func unavailable(op string, err error) error {
 }
 
 const erasureCols = `id::text, app_id, device_id, suppress, status, requested_by, requested_at,
-	started_at, finished_at, attempts, report, error`
+	started_at, finished_at, attempts, report, error,
+	CASE WHEN status = 'running' AND next_attempt_at > now() THEN next_attempt_at END`
 
 func scanErasure(row pgx.Row) (*Erasure, error) {
 	var e Erasure
 	err := row.Scan(&e.ID, &e.AppID, &e.DeviceID, &e.Suppress, &e.Status, &e.RequestedBy, &e.RequestedAt,
-		&e.StartedAt, &e.FinishedAt, &e.Attempts, &e.Report, &e.Error)
+		&e.StartedAt, &e.FinishedAt, &e.Attempts, &e.Report, &e.Error, &e.NextAttemptAt)
 	return &e, err
 }
 
@@ -48,7 +49,7 @@ func (p *PG) Create(ctx context.Context, e *Erasure) error {
 		return fmt.Errorf("app %q: %w", e.AppID, ErrUnknownApp)
 	}
 	row := p.pool.QueryRow(ctx, `INSERT INTO events.erasures (id, app_id, device_id, suppress, status, requested_by)
-		VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING `+erasureCols, e.ID, e.AppID, e.DeviceID, e.Suppress, e.RequestedBy)
+		VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING `+erasureCols, e.ID, e.AppID, e.DeviceID, e.Suppress, e.RequestedBy)
 	got, err := scanErasure(row)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
@@ -61,17 +62,47 @@ func (p *PG) Create(ctx context.Context, e *Erasure) error {
 	return nil
 }
 
-// Delete implements Store.
+// Queue implements Store.
+func (p *PG) Queue(ctx context.Context, e *Erasure) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE events.erasures SET status = 'queued', next_attempt_at = now()
+		WHERE id = $1 AND status = 'pending'`, e.ID)
+	if err != nil {
+		return unavailable("queue erasure", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("erasure %s is no longer pending: %w", e.ID, ErrNotFound)
+	}
+	e.Status = StatusQueued
+	return nil
+}
+
+// Delete implements Store: only a pending erasure is withdrawn, and no
+// job suppresses a pending subject, so nothing of it is left.
 func (p *PG) Delete(ctx context.Context, id string) error {
-	if _, err := p.pool.Exec(ctx, `DELETE FROM events.erasures WHERE id = $1 AND status = 'queued'`, id); err != nil {
+	if _, err := p.pool.Exec(ctx, `DELETE FROM events.erasures WHERE id = $1 AND status = 'pending'`, id); err != nil {
 		return unavailable("delete erasure", err)
 	}
 	return nil
 }
 
+// pendingFor is how long a pending erasure may wait for its audit record
+// (at most 5 s, the API's audit timeout) before SweepPending removes it.
+const pendingFor = time.Minute
+
+// SweepPending removes erasures left pending by a process that stopped
+// between storing and auditing them (their client got no answer) and
+// returns how many.
+func (p *PG) SweepPending(ctx context.Context) (int64, error) {
+	tag, err := p.pool.Exec(ctx, `DELETE FROM events.erasures WHERE status = 'pending' AND requested_at < now() - $1::interval`, pendingFor)
+	if err != nil {
+		return 0, unavailable("sweep pending erasures", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // Get implements Store.
 func (p *PG) Get(ctx context.Context, id string) (*Erasure, error) {
-	e, err := scanErasure(p.pool.QueryRow(ctx, `SELECT `+erasureCols+` FROM events.erasures WHERE id = $1`, id))
+	e, err := scanErasure(p.pool.QueryRow(ctx, `SELECT `+erasureCols+` FROM events.erasures WHERE id = $1 AND status <> 'pending'`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -83,7 +114,7 @@ func (p *PG) Get(ctx context.Context, id string) (*Erasure, error) {
 
 // List implements Store.
 func (p *PG) List(ctx context.Context, limit int) ([]Erasure, error) {
-	rows, err := p.pool.Query(ctx, `SELECT `+erasureCols+` FROM events.erasures ORDER BY requested_at DESC LIMIT $1`, limit)
+	rows, err := p.pool.Query(ctx, `SELECT `+erasureCols+` FROM events.erasures WHERE status <> 'pending' ORDER BY requested_at DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, unavailable("list erasures", err)
 	}
@@ -104,12 +135,48 @@ func (p *PG) List(ctx context.Context, limit int) ([]Erasure, error) {
 
 // LiftSuppression implements Store.
 func (p *PG) LiftSuppression(ctx context.Context, s Subject, by string) error {
-	tag, err := p.pool.Exec(ctx, `UPDATE events.suppressions SET lifted_at = now(), lifted_by = $3
-		WHERE app_id = $1 AND device_id = $2 AND lifted_at IS NULL`, s.AppID, s.DeviceID, by)
-	if err != nil {
-		return unavailable("lift suppression", err)
+	return p.lift(ctx, s, by, "")
+}
+
+// CheckLift implements Store.
+func (p *PG) CheckLift(ctx context.Context, s Subject) error {
+	var active, busy bool
+	err := p.pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM events.suppressions WHERE app_id = $1 AND device_id = $2 AND lifted_at IS NULL),
+		EXISTS (SELECT 1 FROM events.erasures WHERE app_id = $1 AND device_id = $2 AND status IN ('pending', 'queued', 'running'))`,
+		s.AppID, s.DeviceID).Scan(&active, &busy)
+	switch {
+	case err != nil:
+		return unavailable("check suppression", err)
+	case busy:
+		return fmt.Errorf("lift suppression: %w", ErrBusy)
+	case !active:
+		return ErrNotFound
 	}
-	if tag.RowsAffected() == 0 {
+	return nil
+}
+
+// lift ends s's suppression unless an erasure of s other than the one
+// with id except (blank: none) is open: lifting it mid-erasure would let
+// the device's events be stored again while they are being deleted.
+// The check and the update are one statement.
+func (p *PG) lift(ctx context.Context, s Subject, by, except string) error {
+	var lifted, busy bool
+	err := p.pool.QueryRow(ctx, `WITH open AS (
+			SELECT 1 FROM events.erasures WHERE app_id = $1 AND device_id = $2
+			   AND status IN ('pending', 'queued', 'running') AND id::text <> $4
+		), u AS (
+			UPDATE events.suppressions SET lifted_at = now(), lifted_by = $3
+			 WHERE app_id = $1 AND device_id = $2 AND lifted_at IS NULL AND NOT EXISTS (SELECT 1 FROM open)
+			RETURNING 1
+		)
+		SELECT EXISTS (SELECT 1 FROM u), EXISTS (SELECT 1 FROM open)`, s.AppID, s.DeviceID, by, except).Scan(&lifted, &busy)
+	switch {
+	case err != nil:
+		return unavailable("lift suppression", err)
+	case busy:
+		return fmt.Errorf("lift suppression: %w", ErrBusy)
+	case !lifted:
 		return ErrNotFound
 	}
 	return nil
@@ -134,13 +201,15 @@ func (p *PG) Suppressions(ctx context.Context) ([]Suppression, error) {
 	return out, rows.Err()
 }
 
-// Claim takes the oldest queued erasure, or one left running by a runner
-// that stopped (only the holder of the runner lock claims), and marks it
-// running. It returns nil when there is none.
+// Claim takes the queued or running erasure due first (next_attempt_at;
+// one left running by a runner that stopped is due at once, one whose
+// last try failed after its backoff; only the holder of the runner lock
+// claims), and marks it running. It returns nil when none is due.
 func (p *PG) Claim(ctx context.Context) (*Erasure, error) {
 	e, err := scanErasure(p.pool.QueryRow(ctx, `UPDATE events.erasures SET status = 'running',
 		started_at = coalesce(started_at, now()), attempts = attempts + 1
-		WHERE id = (SELECT id FROM events.erasures WHERE status IN ('queued', 'running') ORDER BY requested_at LIMIT 1)
+		WHERE id = (SELECT id FROM events.erasures WHERE status IN ('queued', 'running') AND next_attempt_at <= now()
+			ORDER BY next_attempt_at, requested_at LIMIT 1)
 		RETURNING `+erasureCols))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -151,9 +220,43 @@ func (p *PG) Claim(ctx context.Context) (*Erasure, error) {
 	return e, nil
 }
 
+// Retry records a try that failed for a transient reason: the erasure
+// stays running, with its report so far and the error, and is not
+// claimed again before delay has passed.
+func (p *PG) Retry(ctx context.Context, e *Erasure, delay time.Duration) error {
+	_, err := p.pool.Exec(ctx, `UPDATE events.erasures SET next_attempt_at = now() + $2::interval, report = $3, error = $4
+		WHERE id = $1 AND status = 'running'`, e.ID, delay, e.Report, e.Error)
+	if err != nil {
+		return unavailable("record erasure retry", err)
+	}
+	return nil
+}
+
+// Open is the state of the open erasures, for the runner's metrics.
+type Open struct {
+	// Count is how many are queued or running; Retrying how many of them
+	// wait out a backoff.
+	Count, Retrying int64
+	// OldestSeconds is the age of the oldest (0 with none).
+	OldestSeconds float64
+}
+
+// OpenStats returns the state of the open erasures.
+func (p *PG) OpenStats(ctx context.Context) (Open, error) {
+	var o Open
+	err := p.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'running' AND next_attempt_at > now()),
+		coalesce(extract(epoch FROM now() - min(requested_at)), 0)::float8
+		FROM events.erasures WHERE status IN ('queued', 'running')`).Scan(&o.Count, &o.Retrying, &o.OldestSeconds)
+	if err != nil {
+		return o, unavailable("open erasures", err)
+	}
+	return o, nil
+}
+
 // Finish records an erasure's end (done or failed) with its report.
 func (p *PG) Finish(ctx context.Context, e *Erasure) error {
-	_, err := p.pool.Exec(ctx, `UPDATE events.erasures SET status = $2, finished_at = now(), report = $3, error = $4 WHERE id = $1`,
+	_, err := p.pool.Exec(ctx, `UPDATE events.erasures SET status = $2, finished_at = now(), report = $3, error = $4,
+		next_attempt_at = now() WHERE id = $1`,
 		e.ID, e.Status, e.Report, e.Error)
 	if err != nil {
 		return unavailable("finish erasure", err)
@@ -201,7 +304,7 @@ func (p *PG) WaitAggregated(ctx context.Context, t time.Time, timeout time.Durat
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the aggregator has not folded the facts queued before %s within %s", t.Format(time.RFC3339), timeout)
+			return fmt.Errorf("the aggregator has not folded the facts queued before %s within %s: %w", t.Format(time.RFC3339), timeout, ErrUnavailable)
 		}
 		select {
 		case <-ctx.Done():

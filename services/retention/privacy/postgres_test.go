@@ -320,6 +320,9 @@ func BenchmarkEraseJobs(b *testing.B) {
 			DeviceID: "d-" + strconv.Itoa(bench.next%bench.devices), Suppress: true, RequestedBy: "bench"}
 		bench.next++
 		if err := pg.Create(ctx, e); err != nil {
+			b.Fatalf("store erasure %d: %v", i, err)
+		}
+		if err := pg.Queue(ctx, e); err != nil {
 			b.Fatalf("queue erasure %d: %v", i, err)
 		}
 		ids[i] = e.ID

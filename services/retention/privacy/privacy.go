@@ -22,8 +22,11 @@ import (
 	"threatview/retention"
 )
 
-// Statuses of an erasure.
+// Statuses of an erasure. A pending erasure is stored but not yet
+// audited: no runner takes it and no job suppresses its subject, and the
+// API never shows it (GET answers 404 until it is queued).
 const (
+	StatusPending = "pending"
 	StatusQueued  = "queued"
 	StatusRunning = "running"
 	StatusDone    = "done"
@@ -42,7 +45,8 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrUnknownApp means no event, late event or rollup names the app (422).
 	ErrUnknownApp = errors.New("unknown app")
-	// ErrBusy means an erasure of the same subject is queued or running (409).
+	// ErrBusy means an erasure of the same subject is queued or running
+	// (409): a second request, or lifting the subject's suppression.
 	ErrBusy = errors.New("an erasure of this subject is queued or running")
 	// ErrNotFound means no such erasure or suppression (404).
 	ErrNotFound = errors.New("not found")
@@ -68,15 +72,31 @@ type Erasure struct {
 	StartedAt   *time.Time `json:"started_at,omitempty"`
 	FinishedAt  *time.Time `json:"finished_at,omitempty"`
 	Attempts    int        `json:"attempts"`
-	Report      Report     `json:"report"`
-	Error       string     `json:"error,omitempty"`
+	// NextAttemptAt is when a running erasure whose last try failed for a
+	// transient reason is tried again (shown while it is running).
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Report        Report     `json:"report"`
+	Error         string     `json:"error,omitempty"`
 }
 
 // Subject returns the erasure's subject.
 func (e *Erasure) Subject() Subject { return Subject{e.AppID, e.DeviceID} }
 
-// Report is what an erasure did, per store.
+// Results of a finished erasure (Report.Result).
+const (
+	// ResultErased: rows of the subject were found and erased.
+	ResultErased = "erased"
+	// ResultNothingMatched: no store held anything of the subject (a
+	// mistyped device id, or one already erased); nothing was erased.
+	ResultNothingMatched = "nothing_matched"
+)
+
+// Report is what an erasure did, per store; the counts add up over every
+// attempt of the erasure.
 type Report struct {
+	// Result is ResultErased or ResultNothingMatched once the erasure is
+	// done.
+	Result string `json:"result,omitempty"`
 	// Events deleted from events.events (every partition) and their facts.
 	Events int64 `json:"events_deleted"`
 	Facts  int64 `json:"facts_deleted"`
@@ -112,18 +132,26 @@ type Verification struct {
 
 // Store keeps erasures and suppressions and erases from the events DB.
 type Store interface {
-	// Create stores a queued erasure. Errors: ErrUnknownApp, ErrBusy,
-	// ErrUnavailable.
+	// Create stores a pending erasure (not claimable until Queue).
+	// Errors: ErrUnknownApp, ErrBusy, ErrUnavailable.
 	Create(ctx context.Context, e *Erasure) error
-	// Delete removes a queued erasure that was never run (its audit record
-	// could not be written). Errors: ErrUnavailable.
+	// Queue makes a pending erasure claimable, once its request is
+	// audited. Errors: ErrNotFound (no longer pending), ErrUnavailable.
+	Queue(ctx context.Context, e *Erasure) error
+	// Delete withdraws a pending erasure (its audit record could not be
+	// written); it never ran and suppressed nothing. Errors: ErrUnavailable.
 	Delete(ctx context.Context, id string) error
 	// Get returns one erasure. Errors: ErrNotFound, ErrUnavailable.
 	Get(ctx context.Context, id string) (*Erasure, error)
 	// List returns the latest limit erasures, newest first.
 	List(ctx context.Context, limit int) ([]Erasure, error)
-	// LiftSuppression ends a subject's suppression. Errors: ErrNotFound.
+	// LiftSuppression ends a subject's suppression. Errors: ErrNotFound,
+	// ErrBusy (an erasure of the subject is pending, queued or running),
+	// ErrUnavailable.
 	LiftSuppression(ctx context.Context, s Subject, by string) error
+	// CheckLift tells whether LiftSuppression would lift s's suppression
+	// now. Errors: ErrNotFound, ErrBusy, ErrUnavailable.
+	CheckLift(ctx context.Context, s Subject) error
 	// Suppressions lists the active suppressions.
 	Suppressions(ctx context.Context) ([]Suppression, error)
 }

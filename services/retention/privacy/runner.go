@@ -24,28 +24,70 @@ type RunnerConfig struct {
 	Settle time.Duration
 	// AggregateWait bounds the wait for the aggregator's backlog.
 	AggregateWait time.Duration
-	// Poll is how often the runner looks for queued erasures.
+	// Poll is how often the runner looks for queued erasures, and the
+	// first backoff of an erasure whose try failed for a transient reason
+	// (doubled each try, at most MaxBackoff).
 	Poll time.Duration
+	// MaxBackoff bounds the wait between two tries of one erasure
+	// (default 5 minutes).
+	MaxBackoff time.Duration
+	// MaxAttempts is how many tries an erasure gets before it fails with
+	// its last error as the reason (default 20: about an hour and a half
+	// of an unreachable database with the defaults).
+	MaxAttempts int
+}
+
+// backoff returns the wait after the attempts-th try failed.
+func (c RunnerConfig) backoff(attempts int) time.Duration {
+	max := c.MaxBackoff
+	if max <= 0 {
+		max = 5 * time.Minute
+	}
+	d := c.Poll
+	for i := 1; i < attempts && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+func (c RunnerConfig) maxAttempts() int {
+	if c.MaxAttempts <= 0 {
+		return 20
+	}
+	return c.MaxAttempts
 }
 
 // Metrics are the runner's metrics (prefix privacy_).
 type Metrics struct {
-	Erasures *prometheus.CounterVec // by final status
+	Erasures *prometheus.CounterVec // by final status and result
 	Rows     *prometheus.CounterVec // by store
 	Running  prometheus.Gauge
+	// Retries counts tries that failed for a transient reason.
+	Retries prometheus.Counter
+	// Open, Retrying and OldestOpen describe the open erasures (the lock
+	// holder's view, refreshed every poll).
+	Open, Retrying, OldestOpen prometheus.Gauge
 }
 
 // NewMetrics registers the metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Erasures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erasures_total",
-			Help: "Erasures finished, by status (done, failed)."}, []string{"status"}),
+			Help: "Erasures finished, by status (done, failed) and, when done, result (erased, nothing_matched)."}, []string{"status", "result"}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erased_rows_total",
 			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, audit_bodies, archive_rows)."}, []string{"store"}),
 		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_running",
 			Help: "1 while this process runs an erasure."}),
+		Retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "privacy_erasure_retries_total",
+			Help: "Erasure tries that failed for a transient reason (retried after a backoff)."}),
+		Open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasures_open",
+			Help: "Erasures queued or running (set by the runner holding the lock)."}),
+		Retrying: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasures_retrying",
+			Help: "Open erasures waiting out a backoff after a failed try (set by the runner holding the lock)."}),
+		OldestOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_oldest_open_seconds",
+			Help: "Age of the oldest queued or running erasure, 0 with none (set by the runner holding the lock)."}),
 	}
-	reg.MustRegister(m.Erasures, m.Rows, m.Running)
+	reg.MustRegister(m.Erasures, m.Rows, m.Running, m.Retries, m.Open, m.Retrying, m.OldestOpen)
 	return m
 }
 
@@ -107,6 +149,18 @@ func (r *Runner) Run(ctx context.Context, pool *pgxpool.Pool) error {
 
 func (r *Runner) loop(ctx context.Context) error {
 	for ctx.Err() == nil {
+		if n, err := r.pg.SweepPending(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			r.log.Warn("unaudited erasure requests removed", "count", n)
+		}
+		o, err := r.pg.OpenStats(ctx)
+		if err != nil {
+			return err
+		}
+		r.metrics.Open.Set(float64(o.Count))
+		r.metrics.Retrying.Set(float64(o.Retrying))
+		r.metrics.OldestOpen.Set(o.OldestSeconds)
 		e, err := r.pg.Claim(ctx)
 		if err != nil {
 			return err
@@ -137,35 +191,50 @@ func (r *Runner) run(ctx context.Context, e *Erasure) {
 		log.Info("erasure interrupted; it resumes on the next start")
 		return
 	}
-	if errors.Is(err, ErrUnavailable) {
+	rep.Seconds += time.Since(start).Seconds()
+	e.Report = rep
+	if errors.Is(err, ErrUnavailable) && !Permanent(err) && e.Attempts < r.cfg.maxAttempts() {
 		// A database or the audit DB away (a stall, a restart) is not the
-		// erasure's failure: it stays running and is taken up again, from
-		// its start, once the runner's next look finds it.
-		log.Warn("erasure paused; it is retried", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(r.cfg.Poll):
+		// erasure's failure: it stays running, with what it did so far,
+		// and is taken up again from its start (every step repeats
+		// safely) after a backoff of its own; the others go first.
+		delay := r.cfg.backoff(e.Attempts)
+		e.Error = err.Error()
+		r.metrics.Retries.Inc()
+		log.Warn("erasure paused; it is retried", "err", err, "attempt", e.Attempts, "retry_in", delay.String())
+		if err := r.pg.Retry(context.WithoutCancel(ctx), e, delay); err != nil {
+			log.Error("erasure retry not recorded", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.cfg.Poll):
+			}
 		}
 		return
 	}
-	rep.Seconds = time.Since(start).Seconds()
-	e.Report = rep
-	e.Status = StatusDone
-	if err != nil {
+	e.Status, e.Error = StatusDone, ""
+	switch {
+	case err == nil:
+		log.Info("erasure done", "result", rep.Result, "events", rep.Events, "late_events", rep.LateEvents, "audit_bodies", rep.AuditBodies, "seconds", rep.Seconds)
+	case errors.Is(err, ErrUnavailable) && !Permanent(err):
+		e.Status, e.Error = StatusFailed, fmt.Sprintf("gave up after %d attempts: %v", e.Attempts, err)
+		log.Error("erasure failed", "err", err, "attempts", e.Attempts)
+	default:
 		e.Status, e.Error = StatusFailed, err.Error()
-		log.Error("erasure failed", "err", err)
-	} else {
-		log.Info("erasure done", "events", rep.Events, "late_events", rep.LateEvents, "audit_bodies", rep.AuditBodies, "seconds", rep.Seconds)
+		log.Error("erasure failed", "err", err, "attempts", e.Attempts)
 	}
 	if err := r.pg.Finish(context.WithoutCancel(ctx), e); err != nil {
 		log.Error("erasure outcome not recorded; it runs again", "err", err)
 		return
 	}
-	r.metrics.Erasures.WithLabelValues(e.Status).Inc()
+	r.metrics.Erasures.WithLabelValues(e.Status, rep.Result).Inc()
 }
 
+// erase runs one try of e. The report starts from what earlier tries
+// did, so the counts of an erasure retried after a part of it was done
+// still say what it erased.
 func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
-	rep := Report{Suppressed: e.Suppress}
+	rep := e.Report
+	rep.Suppressed, rep.Result, rep.Verification = e.Suppress, "", nil
 	s := e.Subject()
 	// Suppressed while the job runs, whatever the request says: a device
 	// still sending would otherwise race the deletion (and its facts the
@@ -236,7 +305,7 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	}
 	if r.archives != nil {
 		rw, err := r.archives.Rewrite(ctx, e.ID, s)
-		rep.ArchivesRewritten = rw
+		rep.ArchivesRewritten = append(rep.ArchivesRewritten, rw...)
 		for _, a := range rw {
 			rep.RollupRows += a.RollupRows
 		}
@@ -264,12 +333,27 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	if !v.Clean {
 		return rep, fmt.Errorf("verification found the subject left: %+v", v)
 	}
+	rep.Result = ResultErased
+	if rep.Events == 0 && rep.LateEvents == 0 && rep.AuditBodies == 0 && !rewroteAny(rep.ArchivesRewritten) {
+		// Clean, but because there was nothing: say so, a mistyped id
+		// must not read as a successful erasure.
+		rep.Result = ResultNothingMatched
+	}
 	if !e.Suppress {
-		if err := r.pg.LiftSuppression(ctx, s, "erasure "+e.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := r.pg.lift(ctx, s, "erasure "+e.ID, e.ID); err != nil && !errors.Is(err, ErrNotFound) {
 			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+func rewroteAny(rw []retention.Rewritten) bool {
+	for _, a := range rw {
+		if a.RowsRemoved > 0 || a.RowsRedacted > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func archiveRows(rw []retention.Rewritten) (n int64) {
