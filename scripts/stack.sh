@@ -627,7 +627,7 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
   # spins looking for work and wakes threads: the collector, processor and
   # audit worker used 20-25% less CPU with 1, at the same p95 (docs/bench).
   export GOMAXPROCS="${STACK_GOMAXPROCS:-1}"
-  if [ "$name" = collector ] || [ "$name" = tokens ]; then
+  if [ "$name" = collector ] || [ "$name" = tokens ] || [ "$name" = visualrenderer ]; then
     if svc_exists auditlogger; then export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
     else export AUDITLOGGER_SERVICE_URL=""; fi
   fi

@@ -41,11 +41,16 @@ type Handler struct {
 	log   *slog.Logger
 	now   func() time.Time
 	pages map[string]*template.Template
+	inv   *Investigation // the investigation read API; nil: not served
 }
 
-// New returns the service's routes.
-func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger) http.Handler {
+// New returns the service's routes; with inv, the investigation read API's
+// too.
+func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger, inv ...Investigation) http.Handler {
 	h := &Handler{store: store, auth: auth, log: log, now: time.Now, pages: web.Templates()}
+	if len(inv) > 0 {
+		h.inv = &inv[0]
+	}
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "visualrenderer"), headers)
 	r.NotFound(httpserver.NotFound)
@@ -67,6 +72,7 @@ func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, check
 		r.Use(auth.API)
 		r.Get("/v1/stats/{dimension}", h.stats)
 		r.Get("/v1/charts/{file}", h.chart)
+		h.mountInvestigation(r)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(auth.Page)
@@ -138,6 +144,10 @@ func (h *Handler) stats(w http.ResponseWriter, r *http.Request) {
 // keys and a bar chart the 10 largest.
 func (h *Handler) chart(w http.ResponseWriter, r *http.Request) {
 	file := chi.URLParam(r, "file")
+	if file == "map.svg" {
+		h.mapSVG(w, r)
+		return
+	}
 	dim, ext, ok := strings.Cut(file, ".")
 	if !ok {
 		httpserver.WriteError(w, http.StatusNotFound, "not_found", "charts are /v1/charts/{dimension}.svg or .png", nil)

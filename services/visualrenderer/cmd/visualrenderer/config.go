@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"threatview/platform/httpserver"
+	"threatview/platform/wire"
 )
 
 // Config is the visual renderer's configuration, from the environment.
@@ -39,6 +40,14 @@ type Config struct {
 	// to use the dashboards over plain HTTP on a host other than localhost.
 	SecureCookies bool   `env:"RENDERER_SECURE_COOKIES" envDefault:"true"`
 	LogLevel      string `env:"LOG_LEVEL" envDefault:"info"`
+	// UserIDKeys are the collector's COLLECTOR_USER_ID_KEYS: with them a
+	// search or timeline by a raw user id finds its pseudonyms (under every
+	// key). Blank: users are looked up by pseudonym only.
+	UserIDKeys string `env:"RENDERER_USER_ID_KEYS" secret:"true"`
+	// AuditURL is the audit logger: searches of a device, session or user,
+	// timelines and taxonomy changes are audited there (with INTERNAL_KEY).
+	// Blank: not audited (logged).
+	AuditURL string `env:"AUDITLOGGER_SERVICE_URL"`
 }
 
 // Validate checks relations the tags cannot express.
@@ -54,6 +63,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := httpserver.ParsePrefixes(c.TrustedProxies); err != nil {
 		return fmt.Errorf("RENDERER_TRUSTED_PROXIES: %w", err)
+	}
+	if _, err := wire.ParsePseudonymKeys(c.UserIDKeys); err != nil {
+		return fmt.Errorf("RENDERER_USER_ID_KEYS: %w", err)
+	}
+	if c.AuditURL != "" && c.InternalKey == "" {
+		return fmt.Errorf("INTERNAL_KEY is required with AUDITLOGGER_SERVICE_URL")
 	}
 	if c.DBMaxConns < 1 {
 		return fmt.Errorf("RENDERER_DB_MAX_CONNS %d: want at least 1", c.DBMaxConns)

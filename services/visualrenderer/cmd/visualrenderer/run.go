@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
+	"threatview/platform/auditclient"
 	"threatview/platform/authz"
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
+	"threatview/platform/wire"
 	"threatview/visualrenderer/httpapi"
 	"threatview/visualrenderer/identity"
 	"threatview/visualrenderer/postgres"
@@ -43,7 +46,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	}
 
 	reg := httpserver.NewRegistry()
-	h := httpapi.New(store, auth, reg, map[string]httpserver.Check{"database": store.Ping}, log)
+	inv := httpapi.Investigation{Store: store}
+	inv.Users, _ = wire.ParsePseudonymKeys(cfg.UserIDKeys) // checked by Validate
+	if cfg.AuditURL != "" {
+		inv.Audit = auditclient.New(cfg.AuditURL, cfg.InternalKey, auditclient.Options{Timeout: 5 * time.Second})
+	} else {
+		log.Warn("AUDITLOGGER_SERVICE_URL is blank: event searches and taxonomy changes are not audited")
+	}
+	h := httpapi.New(store, auth, reg, map[string]httpserver.Check{"database": store.Ping}, log, inv)
 	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}

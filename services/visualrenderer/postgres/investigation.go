@@ -1,0 +1,407 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"threatview/platform/wire"
+	"threatview/visualrenderer"
+)
+
+// eventColumns are the columns scanEvent reads, in order.
+const eventColumns = `e.id::text, e.type, e.occurred_at, e.received_at, e.app_id, e.app_version, e.device_id,
+	e.device_model, e.manufacturer, e.os, e.os_version, e.language, e.session_id, e.user_pseudonym,
+	e.country, e.lat, e.lon, e.threat_types`
+
+func scanEvent(row pgx.Row, tax visualrenderer.Taxonomy) (visualrenderer.Event, error) {
+	var e visualrenderer.Event
+	var session, user string
+	var lat, lon *float32
+	var types []string
+	err := row.Scan(&e.EventID, &e.Type, &e.OccurredAt, &e.ReceivedAt, &e.App.ID, &e.App.Version, &e.Device.ID,
+		&e.Device.Model, &e.Device.Manufacturer, &e.Device.OS, &e.Device.OSVersion, &e.Device.Language,
+		&session, &user, &e.Country, &lat, &lon, &types)
+	if err != nil {
+		return e, err
+	}
+	e.OccurredAt, e.ReceivedAt = e.OccurredAt.UTC(), e.ReceivedAt.UTC()
+	if session != "" {
+		e.Session = &wire.Session{ID: session}
+	}
+	if user != "" {
+		e.User = &wire.User{Pseudonym: user}
+	}
+	if lat != nil && lon != nil {
+		e.Location = &wire.Location{Lat: round6(float64(*lat)), Lon: round6(float64(*lon))}
+	}
+	e.Threats = make([]visualrenderer.ThreatClass, 0, len(types))
+	for _, t := range types {
+		e.Threats = append(e.Threats, tax.Class(t))
+	}
+	e.SetCursor(visualrenderer.Cursor{ReceivedAt: e.ReceivedAt, ID: e.EventID})
+	return e, nil
+}
+
+// round6 writes a real column's value as it was stored (48.1, not
+// 48.099998474121094).
+func round6(f float64) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 7, 32), 64)
+	return v
+}
+
+// where builds the filter's conditions on events.events e; args continue
+// from the given ones.
+func where(f visualrenderer.EventFilter, args []any) ([]string, []any) {
+	var conds []string
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	for _, c := range []struct{ col, v string }{
+		{"e.app_id", f.AppID}, {"e.type", f.Type}, {"e.device_id", f.DeviceID},
+		{"e.session_id", f.SessionID}, {"e.country", f.Country}, {"e.os", f.OS},
+	} {
+		if c.v != "" {
+			conds = append(conds, c.col+" = "+arg(c.v))
+		}
+	}
+	if len(f.Users) > 0 {
+		conds = append(conds, "e.user_pseudonym = ANY("+arg(f.Users)+") AND e.user_pseudonym <> ''")
+	}
+	if f.DeviceID != "" {
+		conds = append(conds, "e.device_id <> ''") // the partial index's predicate
+	}
+	if f.SessionID != "" {
+		conds = append(conds, "e.session_id <> ''")
+	}
+	if f.Threat != "" || f.Category != "" {
+		conds = append(conds, "e.threat_types <> '{}'")
+	}
+	if f.Threat != "" {
+		conds = append(conds, "e.threat_types @> ARRAY["+arg(f.Threat)+"]::text[]")
+	}
+	if f.Category != "" {
+		conds = append(conds, `EXISTS (SELECT 1 FROM unnest(e.threat_types) AS t(type)
+			WHERE coalesce((SELECT x.category FROM events.threat_taxonomy x WHERE x.type = t.type), 'other') = `+arg(f.Category)+`)`)
+	}
+	return conds, args
+}
+
+// SearchEvents implements visualrenderer.Investigator.
+func (s *Store) SearchEvents(ctx context.Context, f visualrenderer.EventFilter, tax visualrenderer.Taxonomy) (visualrenderer.EventPage, error) {
+	args := []any{f.From, f.To}
+	conds, args := where(f, args)
+	conds = append([]string{"e.received_at >= $1", "e.received_at < $2"}, conds...)
+	if f.After != nil {
+		args = append(args, f.After.ReceivedAt, f.After.ID)
+		conds = append(conds, fmt.Sprintf("(e.received_at, e.id) < ($%d, $%d::uuid)", len(args)-1, len(args)))
+	}
+	args = append(args, f.Limit+1)
+	q := `SELECT ` + eventColumns + ` FROM events.events e WHERE ` + strings.Join(conds, " AND ") +
+		fmt.Sprintf(" ORDER BY e.received_at DESC, e.id DESC LIMIT $%d", len(args))
+	evs, err := s.queryEvents(ctx, q, args, tax)
+	if err != nil {
+		return visualrenderer.EventPage{}, err
+	}
+	page := visualrenderer.EventPage{Events: evs}
+	if len(evs) > f.Limit {
+		page.Events = evs[:f.Limit]
+		page.NextCursor = evs[f.Limit-1].Cursor().String()
+	}
+	return page, nil
+}
+
+// EventsSince implements visualrenderer.Investigator.
+func (s *Store) EventsSince(ctx context.Context, f visualrenderer.EventFilter, since time.Time, limit int, tax visualrenderer.Taxonomy) ([]visualrenderer.Event, error) {
+	conds, args := where(f, []any{since})
+	conds = append([]string{"e.received_at >= $1"}, conds...)
+	args = append(args, limit)
+	q := `SELECT ` + eventColumns + ` FROM events.events e WHERE ` + strings.Join(conds, " AND ") +
+		fmt.Sprintf(" ORDER BY e.received_at, e.id LIMIT $%d", len(args))
+	return s.queryEvents(ctx, q, args, tax)
+}
+
+func (s *Store) queryEvents(ctx context.Context, q string, args []any, tax visualrenderer.Taxonomy) ([]visualrenderer.Event, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, unavailable("search events", err)
+	}
+	defer rows.Close()
+	evs := []visualrenderer.Event{}
+	for rows.Next() {
+		e, err := scanEvent(rows, tax)
+		if err != nil {
+			return nil, unavailable("search events", err)
+		}
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("search events", err)
+	}
+	return evs, nil
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%s: %w: %w", op, visualrenderer.ErrUnavailable, err)
+}
+
+// timelineRecent is how many of a subject's latest events a timeline shows.
+const timelineRecent = 50
+
+// Timeline implements visualrenderer.Investigator.
+func (s *Store) Timeline(ctx context.Context, kind string, ids []string, appID string, tax visualrenderer.Taxonomy) (visualrenderer.Timeline, error) {
+	col := map[string]string{"device": "device_id", "session": "session_id", "user": "user_pseudonym"}[kind]
+	if col == "" || len(ids) == 0 {
+		return visualrenderer.Timeline{}, fmt.Errorf("timeline of %q: %w", kind, visualrenderer.ErrNotFound)
+	}
+	cond := "e." + col + " = ANY($1) AND e." + col + " <> '' AND ($2 = '' OR e.app_id = $2)"
+	t := visualrenderer.Timeline{Kind: kind, ID: ids[0], Threats: map[string]int64{}, Apps: []visualrenderer.TimelineApp{}}
+	var apps, versions, oses, countries []string
+	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(min(e.received_at), 'epoch'), coalesce(max(e.received_at), 'epoch'),
+			coalesce(array_agg(DISTINCT e.app_id), '{}'), coalesce(array_agg(DISTINCT e.app_id || ' ' || e.app_version), '{}'),
+			coalesce(array_agg(DISTINCT e.os) FILTER (WHERE e.os <> ''), '{}'), coalesce(array_agg(DISTINCT e.country::text), '{}')
+		FROM events.events e WHERE `+cond, ids, appID).Scan(&t.Events, &t.FirstSeen, &t.LastSeen, &apps, &versions, &oses, &countries)
+	if err != nil {
+		return t, unavailable("timeline", err)
+	}
+	if t.Events == 0 {
+		return t, fmt.Errorf("timeline of a %s: %w", kind, visualrenderer.ErrNotFound)
+	}
+	t.FirstSeen, t.LastSeen, t.OS, t.Countries = t.FirstSeen.UTC(), t.LastSeen.UTC(), oses, countries
+	for _, a := range apps {
+		app := visualrenderer.TimelineApp{ID: a, Versions: []string{}}
+		for _, v := range versions {
+			if ver, ok := strings.CutPrefix(v, a+" "); ok && ver != "" {
+				app.Versions = append(app.Versions, ver)
+			}
+		}
+		t.Apps = append(t.Apps, app)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT t.type, count(*) FROM events.events e, unnest(e.threat_types) AS t(type)
+		WHERE e.threat_types <> '{}' AND `+cond+` GROUP BY 1`, ids, appID)
+	if err != nil {
+		return t, unavailable("timeline", err)
+	}
+	for rows.Next() {
+		var typ string
+		var n int64
+		if err := rows.Scan(&typ, &n); err != nil {
+			rows.Close()
+			return t, unavailable("timeline", err)
+		}
+		t.Threats[typ] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t, unavailable("timeline", err)
+	}
+	t.Recent, err = s.queryEvents(ctx, `SELECT `+eventColumns+` FROM events.events e WHERE `+cond+
+		` ORDER BY e.received_at DESC, e.id DESC LIMIT `+strconv.Itoa(timelineRecent), []any{ids, appID}, tax)
+	return t, err
+}
+
+// Overview implements visualrenderer.Investigator: exact distinct counts
+// over the daily tables.
+func (s *Store) Overview(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.Overview, error) {
+	o := visualrenderer.Overview{From: q.From, To: q.To}
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(events), 0) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
+		(SELECT coalesce(sum(threat_events), 0) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
+		(SELECT count(DISTINCT user_pseudonym) FROM facts.inv_daily_users WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
+		(SELECT count(DISTINCT device_id) FROM facts.inv_device_days WHERE day >= $1 AND day < $2 AND threat = '' AND ($3 = '' OR app_id = $3)),
+		(SELECT count(DISTINCT app_id) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND events > 0 AND ($3 = '' OR app_id = $3))`,
+		q.From, q.To, q.AppID).Scan(&o.Events, &o.ThreatEvents, &o.Users, &o.Devices, &o.Apps)
+	if err != nil {
+		return o, unavailable("overview", err)
+	}
+	return o, nil
+}
+
+// Map implements visualrenderer.Investigator.
+func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
+	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
+	rows, err := s.pool.Query(ctx, `WITH ev AS (
+			SELECT country, sum(events) AS events FROM facts.inv_geo_daily
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1
+		), dev AS (
+			SELECT country, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1
+		)
+		SELECT ev.country::text, ev.events, coalesce(dev.devices, 0) FROM ev LEFT JOIN dev USING (country)
+		ORDER BY 2 DESC, 1`, q.From, q.To, q.Threat, q.AppID)
+	if err != nil {
+		return m, unavailable("map", err)
+	}
+	for rows.Next() {
+		var c visualrenderer.MapCountry
+		if err := rows.Scan(&c.Country, &c.Events, &c.Devices); err != nil {
+			rows.Close()
+			return m, unavailable("map", err)
+		}
+		m.Countries = append(m.Countries, c)
+	}
+	rows.Close()
+	// A cell is shown only when at least K distinct devices were in it.
+	rows, err = s.pool.Query(ctx, `WITH dev AS (
+			SELECT cell, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4)
+			GROUP BY 1 HAVING count(DISTINCT device_id) >= $5
+		), ev AS (
+			SELECT cell, sum(events) AS events FROM facts.inv_geo_daily
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell IN (SELECT cell FROM dev) AND ($4 = '' OR app_id = $4) GROUP BY 1
+		)
+		SELECT dev.cell, coalesce(ev.events, 0), dev.devices FROM dev LEFT JOIN ev USING (cell) ORDER BY 2 DESC, 1`,
+		q.From, q.To, q.Threat, q.AppID, q.K)
+	if err != nil {
+		return m, unavailable("map", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var cell string
+		var c visualrenderer.MapCell
+		if err := rows.Scan(&cell, &c.Events, &c.Devices); err != nil {
+			return m, unavailable("map", err)
+		}
+		lat, lon, _ := strings.Cut(cell, ",")
+		c.Lat, _ = strconv.ParseFloat(lat, 64)
+		c.Lon, _ = strconv.ParseFloat(lon, 64)
+		m.Cells = append(m.Cells, c)
+	}
+	if err := rows.Err(); err != nil {
+		return m, unavailable("map", err)
+	}
+	return m, nil
+}
+
+// ThreatReport implements visualrenderer.Investigator.
+func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, match func(string) bool) (visualrenderer.ThreatReport, error) {
+	r := visualrenderer.ThreatReport{From: q.From, To: q.To, Granularity: "day"}
+	hourly := q.To.Sub(q.From) <= 2*24*time.Hour
+	if hourly {
+		r.Granularity = "hour"
+	}
+	rows, err := s.pool.Query(ctx, `SELECT day, threat, dim, key, sum(count)::bigint FROM facts.inv_threat_daily
+		WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3) GROUP BY 1, 2, 3, 4`, q.From, q.To, q.AppID)
+	if err != nil {
+		return r, unavailable("threat report", err)
+	}
+	by := map[string]map[string]int64{}
+	series := map[time.Time]int64{}
+	types := map[string]bool{}
+	for rows.Next() {
+		var day time.Time
+		var threat, dim, key string
+		var n int64
+		if err := rows.Scan(&day, &threat, &dim, &key, &n); err != nil {
+			rows.Close()
+			return r, unavailable("threat report", err)
+		}
+		if !match(threat) {
+			continue
+		}
+		types[threat] = true
+		if dim == "hour" {
+			t := day.UTC()
+			if hourly {
+				h, _ := strconv.Atoi(key)
+				t = t.Add(time.Duration(h) * time.Hour)
+			}
+			series[t] += n
+			continue
+		}
+		if by[dim] == nil {
+			by[dim] = map[string]int64{}
+		}
+		by[dim][key] += n
+		if dim == "os" {
+			r.Events += n
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return r, unavailable("threat report", err)
+	}
+	list := make([]string, 0, len(types))
+	for t := range types {
+		list = append(list, t)
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT count(DISTINCT device_id) FROM facts.inv_device_days
+		WHERE day >= $1 AND day < $2 AND threat = ANY($3) AND ($4 = '' OR app_id = $4)`,
+		q.From, q.To, list, q.AppID).Scan(&r.Devices); err != nil {
+		return r, unavailable("threat report", err)
+	}
+	r.ByOS, r.ByOSVersion, r.ByDeviceModel = sorted(by["os"]), sorted(by["os_version"]), sorted(by["device_model"])
+	r.ByCountry, r.ByAppVersion = sorted(by["country"]), sorted(by["app_version"])
+	r.Series = []visualrenderer.TimeCount{}
+	for t, n := range series {
+		r.Series = append(r.Series, visualrenderer.TimeCount{T: t, Count: n})
+	}
+	sort.Slice(r.Series, func(i, j int) bool { return r.Series[i].T.Before(r.Series[j].T) })
+	return r, nil
+}
+
+// sorted lists m largest first (then by key).
+func sorted(m map[string]int64) []visualrenderer.KeyCount {
+	out := make([]visualrenderer.KeyCount, 0, len(m))
+	for k, n := range m {
+		out = append(out, visualrenderer.KeyCount{Key: k, Count: n})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Taxonomy implements visualrenderer.Investigator.
+func (s *Store) Taxonomy(ctx context.Context) (visualrenderer.Taxonomy, error) {
+	rows, err := s.pool.Query(ctx, `SELECT type, category, severity FROM events.threat_taxonomy`)
+	if err != nil {
+		return nil, unavailable("taxonomy", err)
+	}
+	defer rows.Close()
+	t := visualrenderer.Taxonomy{}
+	for rows.Next() {
+		var c visualrenderer.ThreatClass
+		if err := rows.Scan(&c.Type, &c.Category, &c.Severity); err != nil {
+			return nil, unavailable("taxonomy", err)
+		}
+		t[c.Type] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable("taxonomy", err)
+	}
+	return t, nil
+}
+
+// SetThreatClass implements visualrenderer.Investigator. The pool is
+// read-only by default; this one transaction is read-write (the renderer's
+// role may write events.threat_taxonomy only).
+func (s *Store) SetThreatClass(ctx context.Context, c visualrenderer.ThreatClass, by string, audit func(context.Context) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadWrite})
+	if err != nil {
+		return unavailable("set threat class", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if _, err := tx.Exec(ctx, `INSERT INTO events.threat_taxonomy (type, category, severity, updated_at, updated_by)
+		VALUES ($1, $2, $3, now(), $4)
+		ON CONFLICT (type) DO UPDATE SET category = EXCLUDED.category, severity = EXCLUDED.severity,
+			updated_at = now(), updated_by = EXCLUDED.updated_by`, c.Type, c.Category, c.Severity, by); err != nil {
+		return unavailable("set threat class", err)
+	}
+	if err := audit(ctx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return unavailable("set threat class", err)
+	}
+	return nil
+}
