@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,6 +72,24 @@ func TestTrailEndpoints(t *testing.T) {
 		var rep trail.Report
 		if st := get("/v1/audit/verify", adminKey, &rep); st != 200 || !rep.OK || rep.Checked != 700 || rep.Checkpoint.Size != 700 {
 			t.Fatalf("verify = %d %+v; want 200, ok, 700 checked", st, rep)
+		}
+	})
+	t.Run("verify without the store is unanchored", func(t *testing.T) {
+		api := httpapi.New(nopPublisher{}, store, httpapi.Options{AdminKey: adminKey,
+			Trail: &httpapi.Trail{DB: mariadb.NewTrail(db), Keys: keys}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv := httptest.NewServer(api.Handler(prometheus.NewRegistry(), nil))
+		defer srv.Close()
+		req, _ := http.NewRequest("GET", srv.URL+"/v1/audit/verify", nil)
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if s := string(b); resp.StatusCode != 200 || !strings.Contains(s, `"ok":false`) || !strings.Contains(s, `"anchored":false`) ||
+			!strings.Contains(s, `"kind":"unanchored"`) {
+			t.Fatalf("verify without the store = %d %s; want 200, ok false, anchored false, an unanchored problem", resp.StatusCode, s)
 		}
 	})
 	t.Run("ErrUnauthorized", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
 
 	"threatview/auditlogger"
@@ -75,6 +76,21 @@ func (t *Trail) proofHashes(ctx context.Context, nodes proof.Nodes) ([][]byte, e
 		hs[i] = h
 	}
 	return nodes.Rehash(hs, trail.Hasher.HashChildren)
+}
+
+// RangeHashes returns the compact range [0, size) of the tree: the hashes
+// of its complete subtrees, largest first, as trail.NewTree takes them.
+func (t *Trail) RangeHashes(ctx context.Context, size uint64) ([][]byte, error) {
+	ids := compact.RangeNodes(0, size, nil)
+	hs := make([][]byte, len(ids))
+	for i, id := range ids {
+		h, err := t.nodeHash(ctx, id.Level, id.Index)
+		if err != nil {
+			return nil, err
+		}
+		hs[i] = h
+	}
+	return hs, nil
 }
 
 // InclusionProof returns the proof that leaf index is in the tree of size.

@@ -251,12 +251,16 @@ func (t *Trail) State(ctx context.Context) (trail.State, error) {
 
 // Checkpoints implements trail.Source.
 func (t *Trail) Checkpoints(ctx context.Context) ([]trail.Checkpoint, error) {
-	return t.checkpoints(ctx, "SELECT n, size, root, time, key_id, signature FROM audit_checkpoints ORDER BY n")
+	return t.checkpoints(ctx, "SELECT "+checkpointCols+" FROM audit_checkpoints ORDER BY n")
 }
+
+// checkpointCols are a checkpoint's columns, the genesis (NULL when the
+// checkpoint signs none) last.
+const checkpointCols = "n, size, root, time, key_id, signature, genesis_rows, genesis_at, genesis_digest"
 
 // LatestCheckpoint returns the newest stored checkpoint (nil when none).
 func (t *Trail) LatestCheckpoint(ctx context.Context) (*trail.Checkpoint, error) {
-	cs, err := t.checkpoints(ctx, "SELECT n, size, root, time, key_id, signature FROM audit_checkpoints ORDER BY n DESC LIMIT 1")
+	cs, err := t.checkpoints(ctx, "SELECT "+checkpointCols+" FROM audit_checkpoints ORDER BY n DESC LIMIT 1")
 	if err != nil || len(cs) == 0 {
 		return nil, err
 	}
@@ -265,12 +269,12 @@ func (t *Trail) LatestCheckpoint(ctx context.Context) (*trail.Checkpoint, error)
 
 // CheckpointsPage returns up to limit checkpoints with n > after.
 func (t *Trail) CheckpointsPage(ctx context.Context, after int64, limit int) ([]trail.Checkpoint, error) {
-	return t.checkpoints(ctx, "SELECT n, size, root, time, key_id, signature FROM audit_checkpoints WHERE n > ? ORDER BY n LIMIT ?", after, limit)
+	return t.checkpoints(ctx, "SELECT "+checkpointCols+" FROM audit_checkpoints WHERE n > ? ORDER BY n LIMIT ?", after, limit)
 }
 
 // Checkpoint returns checkpoint n (nil when there is none).
 func (t *Trail) Checkpoint(ctx context.Context, n int64) (*trail.Checkpoint, error) {
-	cs, err := t.checkpoints(ctx, "SELECT n, size, root, time, key_id, signature FROM audit_checkpoints WHERE n = ?", n)
+	cs, err := t.checkpoints(ctx, "SELECT "+checkpointCols+" FROM audit_checkpoints WHERE n = ?", n)
 	if err != nil || len(cs) == 0 {
 		return nil, err
 	}
@@ -287,10 +291,16 @@ func (t *Trail) checkpoints(ctx context.Context, q string, args ...any) ([]trail
 	var out []trail.Checkpoint
 	for rows.Next() {
 		var c trail.Checkpoint
-		if err := rows.Scan(&c.N, &c.Size, &c.Root, &c.Time, &c.KeyID, &c.Signature); err != nil {
+		var gRows sql.NullInt64
+		var gAt sql.NullTime
+		var gDigest []byte
+		if err := rows.Scan(&c.N, &c.Size, &c.Root, &c.Time, &c.KeyID, &c.Signature, &gRows, &gAt, &gDigest); err != nil {
 			return nil, fmt.Errorf("read checkpoints: %w", err)
 		}
 		c.Time = c.Time.UTC()
+		if gAt.Valid {
+			c.Genesis = &trail.Genesis{Rows: gRows.Int64, At: gAt.Time.UTC(), Digest: gDigest}
+		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -301,8 +311,12 @@ func (t *Trail) checkpoints(ctx context.Context, q string, args ...any) ([]trail
 
 // AddCheckpoint stores a signed checkpoint and returns its number.
 func (t *Trail) AddCheckpoint(ctx context.Context, c *trail.Checkpoint) (int64, error) {
-	res, err := t.q.ExecContext(ctx, "INSERT INTO audit_checkpoints (size, root, time, key_id, signature) VALUES (?,?,?,?,?)",
-		c.Size, c.Root, c.Time.UTC(), c.KeyID, c.Signature)
+	var gRows, gAt, gDigest any
+	if g := c.Genesis; g != nil {
+		gRows, gAt, gDigest = g.Rows, g.At.UTC(), g.Digest
+	}
+	res, err := t.q.ExecContext(ctx, `INSERT INTO audit_checkpoints (size, root, time, key_id, signature, genesis_rows, genesis_at, genesis_digest)
+		VALUES (?,?,?,?,?,?,?,?)`, c.Size, c.Root, c.Time.UTC(), c.KeyID, c.Signature, gRows, gAt, gDigest)
 	if err != nil {
 		return 0, fmt.Errorf("store checkpoint of size %d: %w: %w", c.Size, auditlogger.ErrUnavailable, err)
 	}
@@ -320,8 +334,19 @@ func (t *Trail) RowsBetween(ctx context.Context, from, to uint64) iter.Seq2[trai
 }
 
 // trailCols are the columns the verifier reads: a row's fields without the
-// body (the leaf covers body_sha256 only), its seq and leaf_hash.
-const trailCols = "id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,seq,leaf_hash"
+// body (the leaf covers body_sha256 only), its seq and leaf_hash, and
+// whether a stored body does not hash to body_sha256 (computed by the
+// database: the body never leaves it). The worker fills body_sha256 for
+// every body it stores, so a chained row with a body and no digest is
+// reported too.
+const trailCols = "id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,seq,leaf_hash," +
+	"(body IS NOT NULL AND (body_sha256 IS NULL OR UNHEX(SHA2(body, 256)) <> body_sha256))"
+
+// unsequencedCols are trailCols for the rows from before the trail: no seq
+// or leaf_hash, and a body is checked only against a digest stored with it
+// (the service stored bodies without one before the trail).
+const unsequencedCols = "id,time,actor_token_id,actor_app_id,action,resource,outcome,client_ip,user_agent,request_id,event_count,body_sha256,seq,leaf_hash," +
+	"(body IS NOT NULL AND body_sha256 IS NOT NULL AND UNHEX(SHA2(body, 256)) <> body_sha256)"
 
 // rows reads the rows in ranges of Page sequence numbers, Workers ranges
 // at a time on connections of their own (one at a time on a transaction),
@@ -425,45 +450,12 @@ func (t *Trail) page(ctx context.Context, from, to uint64, limit int) ([]trail.R
 		n = limit
 	}
 	out := make([]trail.Row, 0, n)
-	// The page's hashes (computed leaf and leaf_hash column) share one
-	// array: no allocation a row for them.
-	hashes := make([]byte, 0, 2*trail.HashSize*n)
-	keep := func(h []byte) []byte {
-		if len(hashes)+len(h) > cap(hashes) {
-			hashes = make([]byte, 0, 2*trail.HashSize*n)
-		}
-		hashes = append(hashes, h...)
-		return hashes[len(hashes)-len(h) : len(hashes) : len(hashes)]
-	}
-	// The leaf is computed from the raw column bytes: no record is built
-	// and no field is parsed back from text (about half the verifier's CPU).
-	var (
-		f                         trail.LeafFields
-		rawID, tok, app, act, res sql.RawBytes
-		ip, ua, rid, sum, leaf    sql.RawBytes
-		outcome, events           int64
-		seq                       uint64
-		buf                       []byte
-	)
-	dest := []any{&rawID, &f.Time, &tok, &app, &act, &res, &outcome, &ip, &ua, &rid, &events, &sum, &seq, &leaf}
+	var sc leafScanner
+	sc.hashes = make([]byte, 0, 2*trail.HashSize*n)
 	for rows.Next() {
-		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("scan audit event: %w", err)
-		}
-		if len(rawID) != 16 {
-			return nil, fmt.Errorf("scan audit event: id of %d bytes", len(rawID))
-		}
-		copy(f.ID[:], rawID)
-		f.ActorToken, f.ActorApp, f.Action, f.Resource = tok, app, act, res
-		f.Outcome, f.EventCount = int(outcome), int(events)
-		f.ClientIP, f.UserAgent, f.RequestID, f.BodySHA256 = ip, ua, rid, sum
-		buf = trail.AppendLeafInput(buf[:0], f)
-		h := sha256.Sum256(buf)
-		r := trail.Row{Seq: seq, HasSeq: true, Computed: keep(h[:])}
-		r.Record.ID = auditlogger.FormatID(f.ID)
-		r.Record.Time = f.Time.UTC()
-		if leaf != nil {
-			r.Leaf = keep(leaf)
+		r, err := sc.scan(rows, n)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, r)
 	}
@@ -473,18 +465,72 @@ func (t *Trail) page(ctx context.Context, from, to uint64, limit int) ([]trail.R
 	return out, nil
 }
 
-// Unsequenced implements trail.Source.
+// leafScanner reads rows of trailCols. The leaf is computed from the raw
+// column bytes: no record is built and no field is parsed back from text
+// (about half the verifier's CPU). The rows' hashes (computed leaf and
+// leaf_hash column) share arrays of 2n hashes: no allocation a row for them.
+type leafScanner struct {
+	f                         trail.LeafFields
+	rawID, tok, app, act, res sql.RawBytes
+	ip, ua, rid, sum, leaf    sql.RawBytes
+	outcome, events           int64
+	seq                       sql.NullInt64
+	bodyBad                   bool
+	buf, hashes               []byte
+	dest                      []any
+}
+
+func (sc *leafScanner) keep(h []byte, n int) []byte {
+	if len(sc.hashes)+len(h) > cap(sc.hashes) {
+		sc.hashes = make([]byte, 0, 2*trail.HashSize*n)
+	}
+	sc.hashes = append(sc.hashes, h...)
+	return sc.hashes[len(sc.hashes)-len(h) : len(sc.hashes) : len(sc.hashes)]
+}
+
+// scan reads the current row; n sizes the next hash array.
+func (sc *leafScanner) scan(rows *sql.Rows, n int) (trail.Row, error) {
+	if sc.dest == nil {
+		sc.dest = []any{&sc.rawID, &sc.f.Time, &sc.tok, &sc.app, &sc.act, &sc.res, &sc.outcome, &sc.ip, &sc.ua, &sc.rid,
+			&sc.events, &sc.sum, &sc.seq, &sc.leaf, &sc.bodyBad}
+	}
+	if err := rows.Scan(sc.dest...); err != nil {
+		return trail.Row{}, fmt.Errorf("scan audit event: %w", err)
+	}
+	if len(sc.rawID) != 16 {
+		return trail.Row{}, fmt.Errorf("scan audit event: id of %d bytes", len(sc.rawID))
+	}
+	f := &sc.f
+	copy(f.ID[:], sc.rawID)
+	f.ActorToken, f.ActorApp, f.Action, f.Resource = sc.tok, sc.app, sc.act, sc.res
+	f.Outcome, f.EventCount = int(sc.outcome), int(sc.events)
+	f.ClientIP, f.UserAgent, f.RequestID, f.BodySHA256 = sc.ip, sc.ua, sc.rid, sc.sum
+	sc.buf = trail.AppendLeafInput(sc.buf[:0], *f)
+	h := sha256.Sum256(sc.buf)
+	r := trail.Row{Seq: uint64(sc.seq.Int64), HasSeq: sc.seq.Valid, Computed: sc.keep(h[:], n), BodyMismatch: sc.bodyBad}
+	r.Record.ID = auditlogger.FormatID(f.ID)
+	r.Record.Time = f.Time.UTC()
+	if sc.leaf != nil {
+		r.Leaf = sc.keep(sc.leaf, n)
+	}
+	return r, nil
+}
+
+// Unsequenced implements trail.Source: the rows stream in (time, id)
+// order, their leaves computed and their bodies checked by the database,
+// never read, so memory stays flat however many there are.
 func (t *Trail) Unsequenced(ctx context.Context) iter.Seq2[trail.Row, error] {
 	return func(yield func(trail.Row, error) bool) {
-		rows, err := t.q.QueryContext(ctx, "SELECT "+recordCols+" FROM audit_events WHERE seq IS NULL ORDER BY time, id")
+		rows, err := t.q.QueryContext(ctx, "SELECT "+unsequencedCols+" FROM audit_events WHERE seq IS NULL ORDER BY time, id")
 		if err != nil {
 			yield(trail.Row{}, fmt.Errorf("read unsequenced rows: %w: %w", auditlogger.ErrUnavailable, err))
 			return
 		}
 		defer rows.Close()
+		var sc leafScanner
 		for rows.Next() {
-			var r trail.Row
-			if _, err := scanRecord(rows, &r.Record); err != nil {
+			r, err := sc.scan(rows, 256)
+			if err != nil {
 				yield(trail.Row{}, err)
 				return
 			}

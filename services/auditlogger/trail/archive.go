@@ -2,6 +2,8 @@ package trail
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -52,6 +54,9 @@ func ArchivedRows(dir string) ([]Row, map[time.Time]bool, error) {
 	sort.SliceStable(rows, func(i, j int) bool {
 		if rows[i].HasSeq != rows[j].HasSeq {
 			return rows[i].HasSeq
+		}
+		if !rows[i].HasSeq {
+			return rowBefore(&rows[i], &rows[j])
 		}
 		return rows[i].Seq < rows[j].Seq
 	})
@@ -167,6 +172,15 @@ func archivedRow(c map[string]*string) (Row, error) {
 	if len(sum) > 0 {
 		r.Record.BodySHA256 = fmt.Sprintf("%x", sum)
 	}
+	body, err := bin("body")
+	if err != nil {
+		return r, fmt.Errorf("body: %w", err)
+	}
+	if c["body"] != nil && (len(sum) > 0 || c["seq"] != nil) {
+		// As the database's check: a chained row's body always has a digest.
+		got := sha256.Sum256(body)
+		r.BodyMismatch = !bytes.Equal(got[:], sum)
+	}
 	if s := c["seq"]; s != nil {
 		if r.Seq, err = strconv.ParseUint(*s, 10, 64); err != nil {
 			return r, fmt.Errorf("seq: %w", err)
@@ -227,16 +241,39 @@ func (w WithArchive) Archived(t time.Time) bool {
 	return w.Source.Archived(t)
 }
 
-// Unsequenced adds the archive's rows from before the trail began.
+// rowBefore orders rows by (time, id), as the genesis digest takes them.
+func rowBefore(a, b *Row) bool {
+	if !a.Record.Time.Equal(b.Record.Time) {
+		return a.Record.Time.Before(b.Record.Time)
+	}
+	return a.Record.ID < b.Record.ID
+}
+
+// Unsequenced merges the archive's rows from before the trail began with
+// the database's, in (time, id) order.
 func (w WithArchive) Unsequenced(ctx context.Context) iter.Seq2[Row, error] {
 	return func(yield func(Row, error) bool) {
-		for _, a := range w.Archive {
-			if !a.HasSeq && !yield(a, nil) {
+		arch := w.Archive
+		for len(arch) > 0 && arch[0].HasSeq {
+			arch = arch[1:]
+		}
+		for r, err := range w.Source.Unsequenced(ctx) {
+			if err != nil {
+				yield(r, err)
+				return
+			}
+			for len(arch) > 0 && !arch[0].HasSeq && rowBefore(&arch[0], &r) {
+				if !yield(arch[0], nil) {
+					return
+				}
+				arch = arch[1:]
+			}
+			if !yield(r, nil) {
 				return
 			}
 		}
-		for r, err := range w.Source.Unsequenced(ctx) {
-			if !yield(r, err) || err != nil {
+		for _, a := range arch {
+			if !a.HasSeq && !yield(a, nil) {
 				return
 			}
 		}

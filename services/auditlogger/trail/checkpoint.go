@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,18 +30,74 @@ type Checkpoint struct {
 	Time      time.Time `json:"time"`
 	KeyID     string    `json:"key_id"`
 	Signature []byte    `json:"signature"`
+	// Genesis, when set, is signed with the tree: the rows stored before
+	// the trail began (see Genesis).
+	Genesis *Genesis `json:"genesis,omitempty"`
 }
+
+// Genesis describes the rows stored before the trail began (seq NULL):
+// how many there were with a time up to At (when the worker's first chained
+// insert ran) and a digest over them. The worker puts it in every checkpoint
+// from the first one after that insert on, copied unchanged from the last
+// signed checkpoint, so the database's own genesis columns (unsigned) only
+// seed it once.
+type Genesis struct {
+	Rows   int64     `json:"rows"`
+	At     time.Time `json:"at"`
+	Digest []byte    `json:"digest"`
+}
+
+// genesisOrigin opens the genesis digest's input.
+const genesisOrigin = "threatview audit genesis v1\n"
+
+// GenesisDigest accumulates a genesis digest: SHA-256 of the origin line
+// and the leaf hash (LeafFields of each row, body_sha256 included) of every
+// row without a sequence number and with a time up to the genesis, in
+// (time, id) order.
+type GenesisDigest struct {
+	h    hash.Hash
+	Rows int64
+}
+
+// NewGenesisDigest returns an empty digest.
+func NewGenesisDigest() *GenesisDigest {
+	d := &GenesisDigest{h: sha256.New()}
+	d.h.Write([]byte(genesisOrigin))
+	return d
+}
+
+// Add adds the next row's leaf hash.
+func (d *GenesisDigest) Add(leaf []byte) {
+	d.h.Write(leaf)
+	d.Rows++
+}
+
+// Sum returns the digest.
+func (d *GenesisDigest) Sum() []byte { return d.h.Sum(nil) }
 
 // checkpointOrigin opens every signed text, so a signature over it can never
 // be taken for one over anything else.
 const checkpointOrigin = "threatview audit checkpoint v1"
 
+// checkpointOriginGenesis opens the signed text of a checkpoint carrying
+// the genesis (one more line), so neither form can be read as the other.
+const checkpointOriginGenesis = "threatview audit checkpoint v2"
+
 // SignedText returns the exact bytes the signature covers: the origin line,
 // the size, the root in base64, the time (RFC 3339, UTC, nanoseconds) and
-// the key id, each on its own line.
+// the key id, each on its own line; with a genesis the origin line is v2's
+// and one more line follows: "genesis <rows> <time> <digest, base64>".
 func (c *Checkpoint) SignedText() []byte {
-	return fmt.Appendf(nil, "%s\n%d\n%s\n%s\n%s\n", checkpointOrigin, c.Size,
+	origin := checkpointOrigin
+	if c.Genesis != nil {
+		origin = checkpointOriginGenesis
+	}
+	b := fmt.Appendf(nil, "%s\n%d\n%s\n%s\n%s\n", origin, c.Size,
 		base64.StdEncoding.EncodeToString(c.Root), c.Time.UTC().Format(time.RFC3339Nano), c.KeyID)
+	if g := c.Genesis; g != nil {
+		b = fmt.Appendf(b, "genesis %d %s %s\n", g.Rows, g.At.UTC().Format(time.RFC3339Nano), base64.StdEncoding.EncodeToString(g.Digest))
+	}
+	return b
 }
 
 // Signer signs checkpoints with one Ed25519 key.
@@ -51,7 +108,13 @@ type Signer struct {
 
 // Sign returns a checkpoint of the tree (size, root) at t.
 func (s *Signer) Sign(size uint64, root []byte, t time.Time) Checkpoint {
-	c := Checkpoint{Size: size, Root: bytes.Clone(root), Time: t.UTC().Truncate(time.Microsecond), KeyID: s.KeyID}
+	return s.SignGenesis(size, root, t, nil)
+}
+
+// SignGenesis returns a checkpoint of the tree (size, root) at t that also
+// signs g (nil: none).
+func (s *Signer) SignGenesis(size uint64, root []byte, t time.Time, g *Genesis) Checkpoint {
+	c := Checkpoint{Size: size, Root: bytes.Clone(root), Time: t.UTC().Truncate(time.Microsecond), KeyID: s.KeyID, Genesis: g}
 	c.Signature = ed25519.Sign(s.key, c.SignedText())
 	return c
 }

@@ -13,7 +13,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"threatview/auditlogger"
 )
 
 // ObjectStore keeps the trail's checkpoints and leaf bundles outside the
@@ -253,12 +256,28 @@ func (s StoreReference) Entries(ctx context.Context) iter.Seq2[Entry, error] {
 	}
 }
 
+// ErrNotExtension means the checkpointer refused to sign: the tree the
+// database holds does not extend the last checkpoint it trusts (it shrank,
+// or its leaves no longer reproduce the signed root), or its genesis is
+// gone. Nothing is written; the refusal repeats at every tick until the
+// database is put back.
+var ErrNotExtension = errors.New("the database's tree does not extend the last signed checkpoint")
+
 // CheckpointDB is the audit database as the checkpointer needs it.
 type CheckpointDB interface {
 	State(ctx context.Context) (State, error)
 	LatestCheckpoint(ctx context.Context) (*Checkpoint, error)
 	AddCheckpoint(ctx context.Context, c *Checkpoint) (int64, error)
+	// LeavesBetween returns the entries [from, to), leaves from the
+	// leaf_hash column.
 	LeavesBetween(ctx context.Context, from, to uint64) ([]Entry, error)
+	// RangeHashes returns the compact range [0, size) (the hashes NewTree
+	// takes) from the database's nodes and leaves; an error not wrapping
+	// auditlogger.ErrUnavailable means a hash is gone.
+	RangeHashes(ctx context.Context, size uint64) ([][]byte, error)
+	// Unsequenced yields the rows without a sequence number in (time, id)
+	// order, their leaves computed.
+	Unsequenced(ctx context.Context) iter.Seq2[Row, error]
 }
 
 // maxBundle is the most entries one leaf bundle holds (5.6 MB).
@@ -266,53 +285,207 @@ const maxBundle = 100000
 
 // Checkpointer signs the tree the database holds and writes the checkpoint
 // and the new leaves to the object store, then to the database.
+//
+// It keeps the last head it signed (at start, the newest correctly signed
+// checkpoint in the object store, which it trusts over the database's, and
+// the database's only without a store) with the tree's compact range at
+// that size, and signs a new tree only if it extends that head: the leaves
+// after it, appended to the trusted range, must give the new root. A tree
+// that shrank or was rewritten is refused (ErrNotExtension, OnRefusal), so
+// a database writer cannot have a forged history signed.
 type Checkpointer struct {
 	DB     CheckpointDB
 	Store  ObjectStore // nil: the database alone (not recommended)
 	Signer *Signer
-	Log    *slog.Logger
+	// Keys are the keys a stored checkpoint may be signed with to be
+	// trusted as the last head (the signer's own is always one).
+	Keys Keyring
+	Log  *slog.Logger
 	// OnCheckpoint, when set, sees each new checkpoint (metrics).
 	OnCheckpoint func(c *Checkpoint)
 	// OnError, when set, sees each failed checkpoint (metrics); the next
 	// tick tries again, covering every leaf since the last checkpoint made.
 	OnError func(err error)
+	// OnRefusal, when set, sees each refusal (ErrNotExtension) (metrics).
+	OnRefusal func(err error)
 	// Timeout bounds one checkpoint (default 30 s), so a stalled object
 	// store delays checkpoints instead of stopping them for good.
 	Timeout time.Duration
+
+	mu     sync.Mutex
+	loaded bool
+	head   *Checkpoint // the last signed head (nil: none yet)
+	tree   *Tree       // the trusted compact range at next
+	next   uint64      // leaves already written to the store (or signed, without one)
 }
 
 // Once makes one checkpoint of the current tree.
 func (c *Checkpointer) Once(ctx context.Context, now time.Time) (*Checkpoint, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp, err := c.once(ctx, now)
+	if errors.Is(err, ErrNotExtension) && c.OnRefusal != nil {
+		c.OnRefusal(err)
+	}
+	return cp, err
+}
+
+func refuse(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotExtension}, a...)...)
+}
+
+func (c *Checkpointer) keys() Keyring {
+	return c.Keys.Merge(Keyring{c.Signer.KeyID: c.Signer.Public()})
+}
+
+// load finds the last signed head and the trusted range to extend.
+func (c *Checkpointer) load(ctx context.Context, st State) error {
+	keys := c.keys()
+	dbHead, err := c.DB.LatestCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if dbHead != nil && keys.Verify(dbHead) != nil {
+		dbHead = nil
+	}
+	var stored *Checkpoint
+	if c.Store != nil {
+		if stored, err = newestStored(ctx, c.Store, keys, dbHead); err != nil {
+			return err
+		}
+	}
+	head, base := stored, stored
+	if head == nil {
+		head = dbHead
+	}
+	if c.Store == nil {
+		base = dbHead
+	}
+	if head != nil && st.Size < head.Size {
+		return refuse("the tree has %d leaves, the last signed checkpoint %d", st.Size, head.Size)
+	}
+	tree, _ := NewTree(0, nil)
+	if base != nil {
+		hs, err := c.DB.RangeHashes(ctx, base.Size)
+		if errors.Is(err, auditlogger.ErrUnavailable) {
+			return err
+		}
+		if err == nil {
+			tree, err = NewTree(base.Size, hs)
+		}
+		if err != nil || !bytes.Equal(tree.Root(), base.Root) {
+			return refuse("the database's first %d leaves do not give the signed root (%v)", base.Size, err)
+		}
+	}
+	c.head, c.tree, c.next, c.loaded = head, tree, tree.Size(), true
+	return nil
+}
+
+// newestStored returns the newest checkpoint in the store that keys
+// signed (nil when none is), listing from hint's size on when the store has
+// checkpoints there.
+func newestStored(ctx context.Context, st ObjectStore, keys Keyring, hint *Checkpoint) (*Checkpoint, error) {
+	var names []string
+	var err error
+	if hint != nil {
+		names, err = listAfter(ctx, st, "checkpoints/", fmt.Sprintf("checkpoints/%020d-", hint.Size))
+	}
+	if err == nil && len(names) == 0 {
+		names, err = st.List(ctx, "checkpoints/")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		cps, err := StoreReference{Store: st}.read(ctx, names[i:i+1])
+		if err != nil {
+			return nil, err
+		}
+		if keys.Verify(&cps[0]) == nil {
+			return &cps[0], nil
+		}
+	}
+	return nil, nil
+}
+
+// genesis returns the genesis the next checkpoint signs: the last head's,
+// else (the first checkpoint after the first chained insert) the rows
+// without a sequence number dated up to the database's genesis time.
+func (c *Checkpointer) genesis(ctx context.Context, st State) (*Genesis, error) {
+	if c.head != nil && c.head.Genesis != nil {
+		return c.head.Genesis, nil
+	}
+	if st.GenesisAt.IsZero() {
+		if st.Size > 0 {
+			return nil, refuse("the tree has %d leaves but no genesis time", st.Size)
+		}
+		return nil, nil // nothing chained yet
+	}
+	d := NewGenesisDigest()
+	for r, err := range c.DB.Unsequenced(ctx) {
+		if err != nil {
+			return nil, err
+		}
+		if !r.Record.Time.After(st.GenesisAt) {
+			d.Add(leafOf(&r))
+		}
+	}
+	if d.Rows != st.GenesisRows && c.Log != nil {
+		c.Log.Warn("rows from before the trail differ from the count at its start; signing the rows there now",
+			"rows", d.Rows, "at_start", st.GenesisRows)
+	}
+	return &Genesis{Rows: d.Rows, At: st.GenesisAt, Digest: d.Sum()}, nil
+}
+
+func (c *Checkpointer) once(ctx context.Context, now time.Time) (*Checkpoint, error) {
 	st, err := c.DB.State(ctx)
 	if err != nil {
 		return nil, err
 	}
-	last, err := c.DB.LatestCheckpoint(ctx)
+	if !c.loaded {
+		if err := c.load(ctx, st); err != nil {
+			return nil, err
+		}
+	}
+	if c.head != nil && st.Size < c.head.Size {
+		return nil, refuse("the tree has %d leaves, the last signed checkpoint %d", st.Size, c.head.Size)
+	}
+	g, err := c.genesis(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	var from uint64
-	if last != nil {
-		from = last.Size
-	}
-	if c.Store != nil {
-		for start := from; start < st.Size; start += maxBundle {
-			end := min(start+maxBundle, st.Size)
-			es, err := c.DB.LeavesBetween(ctx, start, end)
-			if err != nil {
-				return nil, err
+	// The leaves since the trusted range, appended to it, must reach the
+	// last head's root (when they cross it) and the new root.
+	tree := c.tree.Clone()
+	for start := c.next; start < st.Size; start += maxBundle {
+		end := min(start+maxBundle, st.Size)
+		es, err := c.DB.LeavesBetween(ctx, start, end)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			tree.Append(e.Leaf, nil)
+			if h := c.head; h != nil && tree.Size() == h.Size && !bytes.Equal(tree.Root(), h.Root) {
+				return nil, refuse("the leaves up to %d do not give the signed root", h.Size)
 			}
+		}
+		if c.Store != nil {
 			if err := c.Store.Put(ctx, bundleKey(start, end), EncodeEntries(es)); err != nil {
 				return nil, fmt.Errorf("write leaf bundle: %w", err)
 			}
 		}
 	}
-	cp := c.Signer.Sign(st.Size, st.Root, now)
+	if !bytes.Equal(tree.Root(), st.Root) {
+		return nil, refuse("the leaves up to %d do not give the tree's root", st.Size)
+	}
+	cp := c.Signer.SignGenesis(st.Size, st.Root, now, g)
 	if c.Store != nil {
 		if err := c.Store.Put(ctx, checkpointKey(&cp), MarshalCheckpoint(&cp)); err != nil {
 			return nil, fmt.Errorf("write checkpoint: %w", err)
 		}
 	}
+	head := cp
+	c.head, c.tree, c.next = &head, tree, tree.Size()
 	n, err := c.DB.AddCheckpoint(ctx, &cp)
 	if err != nil {
 		return nil, err
@@ -346,7 +519,11 @@ func (c *Checkpointer) Run(ctx context.Context, every time.Duration) {
 			octx, cancel := context.WithTimeout(ctx, timeout)
 			_, err := c.Once(octx, time.Now())
 			cancel()
-			if err != nil && ctx.Err() == nil {
+			switch {
+			case err == nil || ctx.Err() != nil:
+			case errors.Is(err, ErrNotExtension):
+				c.Log.Error("checkpoint refused: the database's tree does not extend the last signed one; nothing signed", "err", err)
+			default:
 				c.Log.Warn("checkpoint failed; retried at the next tick", "err", err)
 				if c.OnError != nil {
 					c.OnError(err)

@@ -21,6 +21,7 @@ const (
 	KindReordered    = "reordered"
 	KindTruncated    = "truncated"
 	KindBadSignature = "bad_signature"
+	KindUnanchored   = "unanchored"
 )
 
 // Problem is one finding: the row (its id and time) or the checkpoint
@@ -34,7 +35,12 @@ type Problem struct {
 
 // Report is the result of a verification.
 type Report struct {
-	OK         bool        `json:"ok"`
+	OK bool `json:"ok"`
+	// Anchored is true when a correctly signed checkpoint was read from
+	// the object store outside the database. Without one the database
+	// could have been rewritten whole, so the report is not ok (a problem
+	// of kind unanchored).
+	Anchored   bool        `json:"anchored"`
 	Checked    int64       `json:"checked"`
 	Checkpoint *Checkpoint `json:"checkpoint"`
 	Problems   []Problem   `json:"problems"`
@@ -55,6 +61,9 @@ type Row struct {
 	// Computed, when set, is the leaf of the row's fields, computed by the
 	// source from the raw columns (then Record holds only ID and Time).
 	Computed []byte
+	// BodyMismatch is set by the source when a stored body does not hash
+	// to the row's body_sha256 (a NULL body, a redaction, never is).
+	BodyMismatch bool
 }
 
 // leafOf returns the leaf of a row's fields.
@@ -161,6 +170,10 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 	if err != nil {
 		return nil, err
 	}
+	if !v.rep.Anchored {
+		v.add("checkpoints", time.Time{}, KindUnanchored,
+			"no correctly signed checkpoint outside the database: the database alone cannot show it was not rewritten")
+	}
 	var target uint64
 	if len(trusted) > 0 {
 		last := trusted[len(trusted)-1]
@@ -243,6 +256,9 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 			leaves[i] = leafOf(&rows[i])
 			if v.inRange(rows[i].Record.Time) {
 				v.rep.Checked++
+			}
+			if rows[i].BodyMismatch {
+				v.add(rows[i].Record.ID, rows[i].Record.Time, KindModified, "its body does not hash to its body_sha256 (seq %d)", seq)
 			}
 			if match < 0 && ((e != nil && bytes.Equal(leaves[i], e.Leaf)) ||
 				(e == nil && seq < state.Size && bytes.Equal(leaves[i], rows[i].Leaf))) {
@@ -360,7 +376,7 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 	if err := v.resolve(ctx, ref, cands); err != nil {
 		return nil, err
 	}
-	if err := v.unsequenced(ctx, src, state); err != nil {
+	if err := v.unsequenced(ctx, src, state, signedGenesis(trusted), len(trusted) > 0); err != nil {
 		return nil, err
 	}
 	v.rep.OK = v.problems == 0
@@ -420,6 +436,9 @@ func (v *verifier) checkpoints(ctx context.Context, src Source, ref Reference, k
 		if err := keys.Verify(c); err != nil {
 			v.add(id, time.Time{}, KindBadSignature, "%s (%s, size %d)", err, where, c.Size)
 			continue
+		}
+		if i >= dbCount {
+			v.rep.Anchored = true
 		}
 		if o, ok := bySize[c.Size]; ok && !bytes.Equal(o.Root, c.Root) {
 			v.add(id, time.Time{}, KindModified, "two signed roots for size %d: %s and %s", c.Size,
@@ -484,33 +503,61 @@ func (v *verifier) resolve(ctx context.Context, ref Reference, cands []candidate
 	return nil
 }
 
+// signedGenesis returns the genesis of the largest trusted checkpoint that
+// signs one (nil when none does).
+func signedGenesis(trusted []Checkpoint) *Genesis {
+	for i := len(trusted) - 1; i >= 0; i-- {
+		if g := trusted[i].Genesis; g != nil {
+			return g
+		}
+	}
+	return nil
+}
+
 // unsequenced checks the rows without a sequence number against the
-// genesis: only the rows stored before the trail began may lack one.
-func (v *verifier) unsequenced(ctx context.Context, src Source, state State) error {
-	var rows []Row
+// genesis, streaming them (nothing of a row is kept). With a signed genesis
+// a row dated after it is inserted, and the rows up to it must match its
+// count and digest. Without one (checkpoints from before the genesis was
+// signed) the database's genesis columns stand in: when the trail has begun
+// (signed or sequenced rows exist) a missing genesis time is reported, not
+// taken to mean that every row is from before.
+func (v *verifier) unsequenced(ctx context.Context, src Source, state State, g *Genesis, signed bool) error {
+	at, want := state.GenesisAt, state.GenesisRows
+	if g != nil {
+		at, want = g.At, g.Rows
+	}
+	begun := signed || state.Size > 0
+	if at.IsZero() && begun {
+		v.add("genesis", time.Time{}, KindModified, "the trail has begun but no genesis time is signed or stored")
+	}
+	d := NewGenesisDigest()
 	for r, err := range src.Unsequenced(ctx) {
 		if err != nil {
 			return err
 		}
-		rows = append(rows, r)
-	}
-	v.rep.Unchained = int64(len(rows))
-	if state.GenesisAt.IsZero() {
-		return nil // no chained insert yet: every row is from before
-	}
-	extra := int64(len(rows)) - state.GenesisRows
-	named := int64(0)
-	for _, r := range rows {
-		if state.GenesisRows == 0 || r.Record.Time.After(state.GenesisAt) {
-			v.add(r.Record.ID, r.Record.Time, KindInserted, "no sequence number, and not from before the trail's start")
-			named++
+		v.rep.Unchained++
+		if r.BodyMismatch {
+			v.add(r.Record.ID, r.Record.Time, KindModified, "its body does not hash to its body_sha256 (a row without a sequence number)")
 		}
+		if at.IsZero() {
+			continue // nothing chained yet (or reported above)
+		}
+		if want == 0 || r.Record.Time.After(at) {
+			v.add(r.Record.ID, r.Record.Time, KindInserted, "no sequence number, and not from before the trail's start")
+			continue
+		}
+		d.Add(leafOf(&r))
+	}
+	if at.IsZero() {
+		return nil
 	}
 	switch {
-	case extra > named:
-		v.add("genesis", time.Time{}, KindInserted, "%d rows without a sequence number, %d at the trail's start", len(rows), state.GenesisRows)
-	case extra < 0:
-		v.add("genesis", time.Time{}, KindMissing, "%d rows without a sequence number, %d at the trail's start", len(rows), state.GenesisRows)
+	case d.Rows > want:
+		v.add("genesis", time.Time{}, KindInserted, "%d rows without a sequence number dated up to the trail's start, %d at the start", d.Rows, want)
+	case d.Rows < want:
+		v.add("genesis", time.Time{}, KindMissing, "%d rows without a sequence number dated up to the trail's start, %d at the start", d.Rows, want)
+	case g != nil && !bytes.Equal(d.Sum(), g.Digest):
+		v.add("genesis", time.Time{}, KindModified, "the %d rows from before the trail's start do not give the signed genesis digest", want)
 	}
 	return nil
 }

@@ -38,6 +38,13 @@ func TestRun(t *testing.T) {
 			t.Fatalf("run = %v, output %q", err, out.String())
 		}
 	})
+	t.Run("ErrUnanchored", func(t *testing.T) {
+		env2 := map[string]string{"AUDIT_DATABASE_DSN": dsn, "AUDIT_PUBLIC_KEYS": env["AUDIT_PUBLIC_KEYS"]}
+		out.Reset()
+		if err := run(ctx, func(k string) string { return env2[k] }, &out); !errors.Is(err, errProblems) || !strings.Contains(out.String(), "unanchored\tcheckpoints") {
+			t.Fatalf("run without the object store = %v, output %q; want errProblems and an unanchored line", err, out.String())
+		}
+	})
 	t.Run("ErrProblems", func(t *testing.T) {
 		if _, err := db.Exec("DELETE FROM audit_events WHERE seq IN (3, 17)"); err != nil {
 			t.Fatal(err)
