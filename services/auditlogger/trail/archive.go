@@ -3,9 +3,9 @@ package trail
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"

@@ -3,7 +3,9 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/base64"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,7 @@ func TestConfig_CheckpointEvery(t *testing.T) {
 }
 
 // TestRun_CheckpointStoreDown: with the trail's bucket unreachable the
-// worker still stores records; each failed checkpoint and failed write is
+// worker still stores records; each failed checkpoint and failed read is
 // counted, and no checkpoint reaches the database before it left it.
 func TestRun_CheckpointStoreDown(t *testing.T) {
 	broker := testenv.MustBroker(t)
@@ -48,11 +50,35 @@ func TestRun_CheckpointStoreDown(t *testing.T) {
 	w := startWorker(t, env)
 	publish(t, broker, queue, batchBody(t, audittest.Records(100, time.Now())))
 	waitFor(t, 30*time.Second, "records stored and checkpoint failures counted", func() bool {
+		// A worker that cannot read the bucket does not know its last
+		// signed head: its first failure is a read (the list of
+		// checkpoints), not a write.
 		return count(t, db) == 100 && metric(t, w.ops, "auditworker_checkpoint_failures_total") >= 2 &&
-			metric(t, w.ops, `auditworker_trail_store_put_failures_total{store="s3"}`) >= 2
+			metric(t, w.ops, `auditworker_trail_store_read_failures_total{store="s3"}`) >= 2
 	})
 	var n int
 	if err := db.QueryRow("SELECT COUNT(*) FROM audit_checkpoints").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d checkpoints in the database (%v) while the bucket was unreachable, want 0", n, err)
+	}
+}
+
+// TestRun_CheckpointMetricsWithoutKey: without a signing key the worker
+// still exports the checkpoint metrics (a timestamp of 0), so the alert on
+// checkpoints that stopped advancing fires instead of finding no series.
+func TestRun_CheckpointMetricsWithoutKey(t *testing.T) {
+	broker := testenv.MustBroker(t)
+	dsn, _ := audittest.MustDB(t)
+	w := startWorker(t, workerEnv(dsn, broker, testenv.Queue("audit")))
+	resp, err := http.Get(w.ops + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"auditworker_checkpoint_timestamp_seconds 0", "auditworker_checkpoint_size 0",
+		"auditworker_checkpoint_failures_total 0", "auditworker_checkpoint_refusals_total 0"} {
+		if !strings.Contains(string(b), "\n"+name+"\n") {
+			t.Errorf("/metrics lacks %q", name)
+		}
 	}
 }

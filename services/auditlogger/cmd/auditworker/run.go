@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
+	"sort"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -71,42 +73,58 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 		Name: "worker lock", CheckEvery: 2 * time.Second, CheckTimeout: 5 * time.Second, Gauge: leaderGauge,
 	}, log)
 
+	// The checkpoint metrics are registered with or without a signing key,
+	// so that the absence of checkpoints (a timestamp of 0 that never
+	// advances) alerts like a stalled checkpointer.
+	cpSize := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "auditworker_checkpoint_size",
+		Help: "Leaves in the tree the latest signed checkpoint covers.",
+	})
+	cpTime := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "auditworker_checkpoint_timestamp_seconds",
+		Help: "Unix time of the latest signed checkpoint (0 until one is signed, and always without a signing key).",
+	})
+	cpFailed := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "auditworker_checkpoint_failures_total",
+		Help: "Checkpoints that could not be made (each is retried at the next tick, covering every leaf since the last one made).",
+	})
+	cpRefused := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "auditworker_checkpoint_refusals_total",
+		Help: "Checkpoints refused because the database's tree does not extend the last signed one (shrunk or rewritten history); nothing is signed until it does.",
+	})
+	putFailed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "auditworker_trail_store_put_failures_total",
+		Help: "Failed writes of checkpoints and leaf bundles to the object store, by store (s3 or dir).",
+	}, []string{"store"})
+	readFailed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "auditworker_trail_store_read_failures_total",
+		Help: "Failed reads (list, get) of the object store, by store (s3 or dir): the worker reads its last signed checkpoint there before it signs.",
+	}, []string{"store"})
+	reg.MustRegister(cpSize, cpTime, cpFailed, cpRefused, putFailed, readFailed)
+
 	var cp *trail.Checkpointer
 	if cfg.SigningKeys != "" {
-		signer, _, err := trail.ParseSigningKeys(cfg.SigningKeys)
+		signer, keys, err := trail.ParseSigningKeys(cfg.SigningKeys)
 		if err != nil {
 			return err
 		}
-		cpSize := prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "auditworker_checkpoint_size",
-			Help: "Leaves in the tree the latest signed checkpoint covers.",
-		})
-		cpTime := prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "auditworker_checkpoint_timestamp_seconds",
-			Help: "Unix time of the latest signed checkpoint.",
-		})
-		cpFailed := prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "auditworker_checkpoint_failures_total",
-			Help: "Checkpoints that could not be made (each is retried at the next tick, covering every leaf since the last one made).",
-		})
-		putFailed := prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "auditworker_trail_store_put_failures_total",
-			Help: "Failed writes of checkpoints and leaf bundles to the object store, by store (s3 or dir).",
-		}, []string{"store"})
-		reg.MustRegister(cpSize, cpTime, cpFailed, putFailed)
 		store, err := s3store.Open(ctx, cfg.TrailDir, cfg.TrailS3, func(kind string, s trail.ObjectStore) trail.ObjectStore {
-			return countedStore{ObjectStore: s, failed: putFailed.WithLabelValues(kind)}
+			return countedStore{ObjectStore: s, putFailed: putFailed.WithLabelValues(kind), readFailed: readFailed.WithLabelValues(kind)}
 		})
 		if err != nil {
 			return err
 		}
-		cp = &trail.Checkpointer{DB: mariadb.NewTrail(db), Store: store, Signer: signer, Log: log,
+		cp = &trail.Checkpointer{DB: mariadb.NewTrail(db), Store: store, Signer: signer, Keys: keys, Log: log,
 			OnCheckpoint: func(c *trail.Checkpoint) { cpSize.Set(float64(c.Size)); cpTime.Set(float64(c.Time.Unix())) },
-			OnError:      func(error) { cpFailed.Inc() }}
+			OnError:      func(error) { cpFailed.Inc() },
+			OnRefusal:    func(error) { cpRefused.Inc() }}
 		log.Info("checkpoints signed", "key_id", signer.KeyID, "every", cfg.CheckpointEvery.String(), "dir", cfg.TrailDir,
 			"s3_bucket", cfg.TrailS3.Bucket, "s3_prefix", cfg.TrailS3.Prefix, "object_lock", cfg.TrailS3.LockMode)
+		if store == nil {
+			log.Warn("no object store for the audit trail (AUDIT_TRAIL_DIR, AUDIT_TRAIL_S3_BUCKET): checkpoints stay in the database, and every verification reports the trail unanchored")
+		}
 	} else {
-		log.Warn("AUDIT_SIGNING_KEYS is blank: audit rows are chained but no checkpoint is signed")
+		log.Warn("AUDIT_SIGNING_KEYS is blank: audit rows are chained but no checkpoint is signed, and every verification reports the trail unanchored")
 	}
 
 	r := chi.NewRouter()
@@ -137,18 +155,52 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	return nil
 }
 
-// countedStore counts an object store's failed writes.
+// countedStore counts an object store's failed writes and reads.
 type countedStore struct {
 	trail.ObjectStore
-	failed prometheus.Counter
+	putFailed, readFailed prometheus.Counter
 }
 
 func (c countedStore) Put(ctx context.Context, key string, data []byte) error {
 	err := c.ObjectStore.Put(ctx, key, data)
 	if err != nil {
-		c.failed.Inc()
+		c.putFailed.Inc()
 	}
 	return err
+}
+
+func (c countedStore) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := c.ObjectStore.Get(ctx, key)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.readFailed.Inc()
+	}
+	return b, err
+}
+
+func (c countedStore) List(ctx context.Context, prefix string) ([]string, error) {
+	keys, err := c.ObjectStore.List(ctx, prefix)
+	if err != nil {
+		c.readFailed.Inc()
+	}
+	return keys, err
+}
+
+// ListAfter implements trail.ListerAfter (with List and a filter when the
+// store has no ListAfter of its own).
+func (c countedStore) ListAfter(ctx context.Context, prefix, after string) ([]string, error) {
+	if la, ok := c.ObjectStore.(trail.ListerAfter); ok {
+		keys, err := la.ListAfter(ctx, prefix, after)
+		if err != nil {
+			c.readFailed.Inc()
+		}
+		return keys, err
+	}
+	keys, err := c.List(ctx, prefix)
+	i := sort.SearchStrings(keys, after)
+	for i < len(keys) && keys[i] <= after {
+		i++
+	}
+	return keys[i:], err
 }
 
 // lead consumes the queue while the worker lock holds (ctx ends when it is
