@@ -32,8 +32,13 @@ type Config struct {
 	Settle time.Duration `env:"PRIVACY_SETTLE" envDefault:"5s"`
 	// AggregateWait bounds the wait for the aggregator's backlog.
 	AggregateWait time.Duration `env:"PRIVACY_AGGREGATE_WAIT" envDefault:"5m"`
-	// Poll is how often the runner looks for queued erasures.
+	// Poll is how often the runner looks for queued erasures, and the
+	// first backoff of an erasure whose try failed for a transient reason.
 	Poll time.Duration `env:"PRIVACY_POLL" envDefault:"2s"`
+	// MaxBackoff bounds the wait between two tries of one erasure.
+	MaxBackoff time.Duration `env:"PRIVACY_MAX_BACKOFF" envDefault:"5m"`
+	// MaxAttempts is how many tries an erasure gets before it fails.
+	MaxAttempts int `env:"PRIVACY_MAX_ATTEMPTS" envDefault:"20"`
 
 	// Archive is where the archiver writes (ARCHIVE_TARGET, as for the
 	// archiver): an erasure rewrites the archived months that hold the
@@ -66,6 +71,10 @@ func (c *Config) Validate() error {
 		return errors.New("PRIVACY_AGGREGATE_WAIT must be positive")
 	case c.Poll <= 0:
 		return errors.New("PRIVACY_POLL must be positive")
+	case c.MaxBackoff < c.Poll:
+		return errors.New("PRIVACY_MAX_BACKOFF must be at least PRIVACY_POLL")
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("PRIVACY_MAX_ATTEMPTS must be at least 1, got %d", c.MaxAttempts)
 	case c.ArchiveChunkRows < 1:
 		return fmt.Errorf("ARCHIVE_CHUNK_ROWS must be at least 1, got %d", c.ArchiveChunkRows)
 	case c.AuditURL != "" && c.InternalKey == "":

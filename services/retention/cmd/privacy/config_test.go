@@ -22,6 +22,8 @@ func TestConfig_Parse(t *testing.T) {
 		{"BadAuditURL", map[string]string{"AUDITLOGGER_SERVICE_URL": "ftp://x", "INTERNAL_KEY": "i"}, "AUDITLOGGER_SERVICE_URL"},
 		{"BatchZero", map[string]string{"PRIVACY_BATCH_ROWS": "0"}, "PRIVACY_BATCH_ROWS"},
 		{"SettleNegative", map[string]string{"PRIVACY_SETTLE": "-1s"}, "PRIVACY_SETTLE"},
+		{"AttemptsZero", map[string]string{"PRIVACY_MAX_ATTEMPTS": "0"}, "PRIVACY_MAX_ATTEMPTS"},
+		{"BackoffBelowPoll", map[string]string{"PRIVACY_MAX_BACKOFF": "1s"}, "PRIVACY_MAX_BACKOFF"},
 		{"OK archive dir", map[string]string{"ARCHIVE_TARGET": "dir:///var/archive"}, ""},
 		{"ArchiveDirWithoutPath", map[string]string{"ARCHIVE_TARGET": "dir"}, "ARCHIVE_DIR"},
 		{"ArchiveS3WithoutBucket", map[string]string{"ARCHIVE_TARGET": "s3"}, "ARCHIVE_S3_BUCKET"},
