@@ -15,7 +15,9 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"net/textproto"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -37,6 +39,9 @@ const (
 	ChannelSlack   = "slack"
 	ChannelEmail   = "email"
 )
+
+// MinSecret is the shortest webhook secret accepted, in bytes.
+const MinSecret = 32
 
 // Channel is where a rule's notifications go. Secret keys the webhook's
 // HMAC signature; it is stored, never shown again.
@@ -80,10 +85,41 @@ type Rule struct {
 	State string `json:"state"`
 }
 
-// Public returns r as shown to a reader: the channel secret is left out.
+// Public returns r as shown to a reader and written to the audit trail:
+// the channel secret is left out and the URL cut to its scheme and host (a
+// Slack webhook URL's path is the credential itself; a query string often
+// holds a token).
 func (r Rule) Public() Rule {
 	r.Channel.Secret = ""
+	r.Channel.URL = RedactURL(r.Channel.URL)
 	return r
+}
+
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// RedactURLs cuts every URL in s (an error message stored as last_error,
+// read by analysts) to its scheme and host.
+func RedactURLs(s string) string {
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		if r := RedactURL(u); r != "" {
+			return r
+		}
+		return "<url>"
+	})
+}
+
+// RedactURL returns raw's scheme and host (with its port), dropping user
+// information, path, query and fragment; "" when raw is not a URL with a
+// host.
+func RedactURL(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // ResolveBelow is the hysteresis: a firing rule resolves when its value
@@ -133,16 +169,36 @@ const (
 
 // Forwarder copies the threat events matching its filters to a SIEM.
 type Forwarder struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Type      string    `json:"type"`
-	URL       string    `json:"url"`
-	Format    string    `json:"format"`
-	AppIDs    []string  `json:"app_ids"`
-	Threats   []string  `json:"threats"`
-	CAPEM     string    `json:"ca_pem,omitempty"`
-	CreatedBy string    `json:"created_by"`
-	CreatedAt time.Time `json:"created_at"`
+	ID      string   `json:"id"`
+	Name    string   `json:"name"`
+	Type    string   `json:"type"`
+	URL     string   `json:"url"`
+	Format  string   `json:"format"`
+	AppIDs  []string `json:"app_ids"`
+	Threats []string `json:"threats"`
+	CAPEM   string   `json:"ca_pem,omitempty"`
+	// SecretHeader is sent with every batch of an http forwarder (a SIEM's
+	// token); its value is written once and never shown again.
+	SecretHeader *SecretHeader `json:"secret_header,omitempty"`
+	CreatedBy    string        `json:"created_by"`
+	CreatedAt    time.Time     `json:"created_at"`
+}
+
+// SecretHeader is a header name and its secret value.
+type SecretHeader struct {
+	Name  string `json:"name"`
+	Value string `json:"value,omitempty"`
+}
+
+// Public returns f as shown to a reader and written to the audit trail: the
+// URL cut to its scheme and host, the secret header's name without its
+// value.
+func (f Forwarder) Public() Forwarder {
+	f.URL = RedactURL(f.URL)
+	if f.SecretHeader != nil {
+		f.SecretHeader = &SecretHeader{Name: f.SecretHeader.Name}
+	}
+	return f
 }
 
 // Matches reports whether e passes f's filters.
@@ -172,9 +228,12 @@ func contains(list []string, s string) bool {
 
 // ForwarderStatus is GET /v1/forwarders/{id}/status.
 type ForwarderStatus struct {
-	Delivered  int64   `json:"delivered"`
-	Pending    int64   `json:"pending"`
-	Failed     int64   `json:"failed"`
+	Delivered int64 `json:"delivered"`
+	Pending   int64 `json:"pending"`
+	Failed    int64 `json:"failed"`
+	// Skipped counts outbox rows passed unsent because the forwarder's
+	// backlog reached its bound.
+	Skipped    int64   `json:"skipped"`
 	LagSeconds float64 `json:"lag_seconds"`
 	LastError  string  `json:"last_error,omitempty"`
 }
@@ -268,6 +327,11 @@ func (c *Channel) validate() error {
 	}
 	switch c.Type {
 	case ChannelWebhook, ChannelSlack:
+		// A short secret can be guessed from one signed delivery offline.
+		if c.Type == ChannelWebhook && len(c.Secret) < MinSecret {
+			return invalid("channel.secret of a webhook must be at least %d bytes", MinSecret)
+		}
+
 		if err := httpURL("channel.url", c.URL); err != nil {
 			return err
 		}
@@ -347,6 +411,18 @@ func (f *Forwarder) Validate() error {
 			}
 		}
 	}
+	if h := f.SecretHeader; h != nil {
+		if f.Type != ForwardHTTP {
+			return invalid("secret_header applies to http forwarders only")
+		}
+		h.Name = textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(h.Name))
+		if !headerToken(h.Name) || reservedHeaders[h.Name] {
+			return invalid("secret_header.name must be a header name other than %s", strings.Join(reservedHeaderNames, ", "))
+		}
+		if h.Value == "" || len(h.Value) > 4096 || hasControl(h.Value) {
+			return invalid("secret_header.value must be 1 to 4096 printable characters")
+		}
+	}
 	if f.CAPEM != "" {
 		if f.Type == ForwardS3 || len(f.CAPEM) > maxPEM {
 			return invalid("ca_pem applies to tls and https forwarders, at most %d bytes", maxPEM)
@@ -380,6 +456,30 @@ func CertPool(pemText string) (*x509.CertPool, error) {
 		return nil, invalid("ca_pem must be PEM certificates")
 	}
 	return pool, nil
+}
+
+// reservedHeaderNames are set by the HTTP sink itself.
+var reservedHeaderNames = []string{"Host", "Content-Type", "Content-Length", "Transfer-Encoding", "Connection", "User-Agent"}
+
+var reservedHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range reservedHeaderNames {
+		m[h] = true
+	}
+	return m
+}()
+
+// headerToken reports whether s is an RFC 9110 field name.
+func headerToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c)) {
+			return false
+		}
+	}
+	return true
 }
 
 func hasControl(s string) bool {

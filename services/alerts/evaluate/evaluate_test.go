@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/alerts/internal/pgtest"
 	"threatview/alerts/internal/smtptest"
 	"threatview/alerts/notify"
@@ -48,6 +49,18 @@ func mustCreate(t *testing.T, st *postgres.Store, r *alerts.Rule) {
 	}
 }
 
+// secret32 is a webhook secret of the shortest length accepted.
+const secret32 = "0123456789abcdef0123456789abcdef"
+
+// loopback is an egress guard that lets the tests' loopback receivers in.
+func loopback(t *testing.T) *egress.Guard {
+	p, err := egress.ParsePolicy("127.0.0.0/8,::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return egress.NewGuard(p)
+}
+
 // receiver is a webhook endpoint that records each delivery and checks its
 // signature; it answers fail with 503 while fail > 0.
 type receiver struct {
@@ -68,7 +81,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
-	if r.Header.Get(notify.SignatureHeader) != notify.Sign(rc.secret, b) {
+	if notify.Verify(rc.secret, r.Header.Get(notify.SignatureHeader), r.Header.Get(notify.DeliveryHeader), b, time.Now(), notify.VerifyWindow) != nil {
 		rc.badSig++
 	}
 	var n alerts.Notification
@@ -85,14 +98,14 @@ func (rc *receiver) deliveries() []alerts.Notification {
 
 func TestLoop_FireResolveOnce(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
-	rc := &receiver{secret: "s3cret"}
+	rc := &receiver{secret: secret32}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := t.Context()
 
 	rule := alerts.Rule{ID: uuid.NewString(), Name: "hooking spike", AppID: "app-a", Threat: "hooking",
 		WindowSeconds: 300, Threshold: 50, CreatedBy: "test",
-		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "s3cret"}}
+		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: secret32}}
 	mustCreate(t, st, &rule)
 	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	pgtest.Insert(t, pool, 1, 0, 30, "app-a", base, "hooking", "root")
@@ -102,7 +115,7 @@ func TestLoop_FireResolveOnce(t *testing.T) {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newLoop := func() *Loop {
-		l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second, Attempts: 3,
+		l := New(st, notify.New(5*time.Second, notify.SMTP{}, loopback(t)), Config{Every: time.Second, Attempts: 3,
 			Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, NewMetrics(prometheus.NewRegistry()), log)
 		return l
 	}
@@ -156,13 +169,13 @@ func TestLoop_FireResolveOnce(t *testing.T) {
 
 func TestLoop_RetryDeadSilence(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
-	rc := &receiver{secret: "k", fail: 100}
+	rc := &receiver{secret: secret32, fail: 100}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := t.Context()
 	mk := func(name string, silenced *time.Time) alerts.Rule {
 		r := alerts.Rule{ID: uuid.NewString(), Name: name, WindowSeconds: 60, Threshold: 5, CreatedBy: "test",
-			SilencedUntil: silenced, Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "k"}}
+			SilencedUntil: silenced, Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: secret32}}
 		mustCreate(t, st, &r)
 		return r
 	}
@@ -171,7 +184,7 @@ func TestLoop_RetryDeadSilence(t *testing.T) {
 	silenced := mk("silenced", &until)
 	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	pgtest.Insert(t, pool, 3, 0, 10, "app-a", base, "jailbreak")
-	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second, Attempts: 3,
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}, loopback(t)), Config{Every: time.Second, Attempts: 3,
 		Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}, NewMetrics(prometheus.NewRegistry()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.now = func() time.Time { return base.Add(10 * time.Second) }
@@ -194,13 +207,13 @@ func TestLoop_RetryDeadSilence(t *testing.T) {
 // the 7 days before.
 func TestLoop_Baseline(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
-	rc := &receiver{secret: "b"}
+	rc := &receiver{secret: secret32}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := t.Context()
 	rule := alerts.Rule{ID: uuid.NewString(), Name: "root rise", AppID: "app-b", Threat: "root", Kind: alerts.KindBaseline,
 		Factor: 3, WindowSeconds: 300, Threshold: 10, CreatedBy: "test",
-		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "b"}}
+		Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: secret32}}
 	mustCreate(t, st, &rule)
 	now := time.Now().UTC().Truncate(time.Minute).Add(-30 * time.Second)
 	// 20 a day at this time on each of the 7 days before: baseline 20,
@@ -209,7 +222,7 @@ func TestLoop_Baseline(t *testing.T) {
 		pgtest.Insert(t, pool, 10+d, 0, 20, "app-b", now.Add(-time.Duration(d)*24*time.Hour), "root")
 	}
 	pgtest.Insert(t, pool, 20, 0, 59, "app-b", now.Add(-time.Minute), "root")
-	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}, loopback(t)), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.now = func() time.Time { return now }
 	l.Round(ctx)
@@ -245,19 +258,19 @@ func (c crashAfterSend) Send(ctx context.Context, ch alerts.Channel, id string, 
 func TestLoop_ResendAfterCrashSameDeliveryID(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
 	box, addr := smtptest.Start(t)
-	rc := &receiver{secret: "d"}
+	rc := &receiver{secret: secret32}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := t.Context()
 	for _, ch := range []alerts.Channel{{Type: alerts.ChannelEmail, To: "secteam@threatview.test"},
-		{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "d"}} {
+		{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: secret32}} {
 		r := alerts.Rule{ID: uuid.NewString(), Name: "crash " + ch.Type, AppID: "app-c", WindowSeconds: 60, Threshold: 5,
 			CreatedBy: "test", Channel: ch}
 		mustCreate(t, st, &r)
 	}
 	base := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	pgtest.Insert(t, pool, 30, 0, 10, "app-c", base, "hooking")
-	real := notify.New(5*time.Second, notify.SMTP{Addr: addr, From: "alerts@threatview.test"})
+	real := notify.New(5*time.Second, notify.SMTP{Addr: addr, From: "alerts@threatview.test", TLS: notify.TLSNone}, loopback(t))
 	cfg := Config{Every: time.Second, SendTimeout: time.Second, Backoff: pipeline.Backoff{Initial: time.Millisecond, Max: time.Millisecond}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 
@@ -318,14 +331,14 @@ func TestLoop_ResendAfterCrashSameDeliveryID(t *testing.T) {
 // case, and the scoped counts add up to the unscoped ones.
 func TestLoop_CountryOSScope(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
-	rc := &receiver{secret: "g"}
+	rc := &receiver{secret: secret32}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	ctx := t.Context()
 	mk := func(name, country, os string) alerts.Rule {
 		r := alerts.Rule{ID: uuid.NewString(), Name: name, AppID: "app-g", Threat: "hooking", Country: country, OS: os,
 			WindowSeconds: 300, Threshold: 5, CreatedBy: "test",
-			Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: "g"}}
+			Channel: alerts.Channel{Type: alerts.ChannelWebhook, URL: srv.URL, Secret: secret32}}
 		mustCreate(t, st, &r)
 		return r
 	}
@@ -341,7 +354,7 @@ func TestLoop_CountryOSScope(t *testing.T) {
 	pgtest.InsertFrom(t, pool, 40, 40, 6, "app-g", "", "Symbian", base, "hooking")
 	pgtest.InsertFrom(t, pool, 40, 50, 20, "app-h", "FR", "android", base, "hooking") // another app
 	pgtest.InsertFrom(t, pool, 40, 70, 20, "app-g", "FR", "android", base, "root")    // another threat
-	l := New(st, notify.New(5*time.Second, notify.SMTP{}), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
+	l := New(st, notify.New(5*time.Second, notify.SMTP{}, loopback(t)), Config{Every: time.Second}, NewMetrics(prometheus.NewRegistry()),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.now = func() time.Time { return base.Add(30 * time.Second) }
 	l.Round(ctx)

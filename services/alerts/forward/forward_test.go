@@ -123,7 +123,7 @@ func ptr[T any](v T) *T { return &v }
 func TestSyslog_RsyslogTLS(t *testing.T) {
 	srv := rsyslogtest.Start(t, true)
 	f := alerts.Forwarder{ID: "f1", Type: alerts.ForwardSyslog, URL: "tls://" + srv.Addr, Format: alerts.FormatCEF, CAPEM: srv.CAPEM}
-	sink, err := forward.NewSink(&f, "test", "host1", forward.S3Config{})
+	sink, err := forward.NewSink(&f, testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestSyslog_RsyslogTLS(t *testing.T) {
 
 	// A forwarder that does not trust the server's CA sends nothing.
 	f.CAPEM = ""
-	untrusting, _ := forward.NewSink(&f, "test", "host1", forward.S3Config{})
+	untrusting, _ := forward.NewSink(&f, testConfig(t))
 	defer untrusting.Close()
 	if err := untrusting.Send(ctx, []alerts.Event{event(999, "root")}); err == nil {
 		t.Fatal("Send to a server of an unknown CA succeeded")
@@ -208,7 +208,7 @@ func TestHTTP_OCSF(t *testing.T) {
 	defer srv.Close()
 	caPEM := string(pemOf(srv.Certificate().Raw))
 	f := alerts.Forwarder{ID: "f2", Type: alerts.ForwardHTTP, URL: srv.URL, Format: alerts.FormatOCSF, CAPEM: caPEM}
-	sink, err := forward.NewSink(&f, "test", "host1", forward.S3Config{})
+	sink, err := forward.NewSink(&f, testConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

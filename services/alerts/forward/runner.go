@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/platform/pipeline"
 )
 
@@ -22,6 +23,11 @@ type Store interface {
 	Delivered(ctx context.Context, forwarderID string, pos alerts.Position, n int) error
 	// Failed counts a failed attempt with its message.
 	Failed(ctx context.Context, forwarderID, msg string) error
+	// Skip bounds the forwarder's backlog: when more than max outbox rows
+	// wait after its cursor, it moves the cursor past the oldest of them,
+	// leaving max, adds how many it passed to the forwarder's skipped
+	// count, and returns the cursor and that number (0: within the bound).
+	Skip(ctx context.Context, forwarderID string, max int64) (alerts.Position, int64, error)
 }
 
 // Config tunes the runners.
@@ -32,6 +38,17 @@ type Config struct {
 	Version string
 	Host    string
 	S3      S3Config // for s3 forwarders
+	// Guard decides where syslog and HTTP forwarders may connect (nil:
+	// egress.NewGuard(nil), no private address).
+	Guard *egress.Guard
+	// MaxBacklog bounds each forwarder's backlog in outbox rows while it
+	// fails (0: no bound; ALERTS_FORWARD_MAX_BACKLOG).
+	MaxBacklog int64
+	// Backoff is the wait after a failed batch or a sink that did not
+	// start (default 1 s doubling to 1 min).
+	Backoff pipeline.Backoff
+	// Sink makes a forwarder's sink (nil: NewSink).
+	Sink    func(f *alerts.Forwarder, cfg Config) (alerts.Sink, error)
 	Metrics *Metrics
 }
 
@@ -49,6 +66,12 @@ func Supervise(ctx context.Context, st Store, cfg Config, log *slog.Logger) erro
 	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 5 * time.Second
+	}
+	if cfg.Backoff.Initial <= 0 {
+		cfg.Backoff = pipeline.Backoff{Initial: time.Second, Max: time.Minute}
+	}
+	if cfg.Sink == nil {
+		cfg.Sink = NewSink
 	}
 	var wg sync.WaitGroup
 	running := map[string]context.CancelFunc{}
@@ -90,14 +113,51 @@ func Supervise(ctx context.Context, st Store, cfg Config, log *slog.Logger) erro
 	}
 }
 
-// run feeds one forwarder: read after its cursor, send the rows its filters
-// match, move the cursor only once they were sent (at least once).
+// run feeds one forwarder until ctx ends. A sink that cannot be made (a
+// bad CA, S3 configuration that does not load) is tried again after a
+// backoff, and the backlog stays bounded meanwhile.
 func run(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slog.Logger) {
-	sink, err := NewSink(&f, cfg.Version, cfg.Host, cfg.S3)
-	if err != nil {
-		log.Error("forwarder not started", "err", err)
+	for attempt := 0; ; attempt++ {
+		err := feed(ctx, st, f, cfg, log)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("forwarder not started", "err", err, "attempt", attempt+1)
+		cfg.Metrics.failed(f.ID)
 		_ = st.Failed(ctx, f.ID, err.Error())
-		return
+		skip(ctx, st, f.ID, cfg, log)
+		if !pipeline.Sleep(ctx, cfg.Backoff.Wait(attempt)) {
+			return
+		}
+	}
+}
+
+// skip applies the backlog bound; it returns the cursor it moved to, or
+// ok false when it moved nothing.
+func skip(ctx context.Context, st Store, id string, cfg Config, log *slog.Logger) (pos alerts.Position, ok bool) {
+	if cfg.MaxBacklog <= 0 {
+		return pos, false
+	}
+	pos, n, err := st.Skip(ctx, id, cfg.MaxBacklog)
+	if err != nil {
+		log.Warn("bound forwarder backlog failed", "err", err)
+		return pos, false
+	}
+	if n == 0 {
+		return pos, false
+	}
+	log.Error("forwarder backlog at its bound: oldest events skipped", "skipped", n, "max_backlog", cfg.MaxBacklog)
+	cfg.Metrics.skipped(id, n)
+	return pos, true
+}
+
+// feed reads after the forwarder's cursor, sends the rows its filters
+// match, and moves the cursor only once they were sent (at least once). It
+// returns only when ctx ends or when the sink cannot be made.
+func feed(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slog.Logger) error {
+	sink, err := cfg.Sink(&f, cfg)
+	if err != nil {
+		return err
 	}
 	defer sink.Close()
 	var pos alerts.Position
@@ -108,10 +168,9 @@ func run(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slo
 		}
 		log.Warn("read forwarder cursor failed", "err", err)
 		if !pipeline.Sleep(ctx, cfg.Poll) {
-			return
+			return ctx.Err()
 		}
 	}
-	backoff := pipeline.Backoff{Initial: time.Second, Max: time.Minute}
 	failures := 0
 	var matched []alerts.Event
 	for ctx.Err() == nil {
@@ -136,13 +195,16 @@ func run(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slo
 		if len(matched) > 0 {
 			if err := sink.Send(ctx, matched); err != nil {
 				if ctx.Err() != nil {
-					return
+					return ctx.Err()
 				}
 				cfg.Metrics.failed(f.ID)
 				cfg.Metrics.lag(f.ID, time.Since(rows[0].ReceivedAt))
 				log.Warn("forward failed", "err", err, "events", len(matched))
 				_ = st.Failed(ctx, f.ID, err.Error())
-				pipeline.Sleep(ctx, backoff.Wait(failures))
+				if p, ok := skip(ctx, st, f.ID, cfg, log); ok {
+					pos = p
+				}
+				pipeline.Sleep(ctx, cfg.Backoff.Wait(failures))
 				failures++
 				continue
 			}
@@ -156,4 +218,5 @@ func run(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *slo
 		pos = last
 		cfg.Metrics.delivered(f.ID, len(matched), time.Since(rows[len(rows)-1].ReceivedAt))
 	}
+	return ctx.Err()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/alerts/forward"
 	"threatview/alerts/internal/pgtest"
 	"threatview/alerts/rsyslogtest"
@@ -47,8 +48,9 @@ func TestSupervise_Outage(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = forward.Supervise(rctx, st, forward.Config{Batch: 100, Poll: 50 * time.Millisecond, Refresh: 100 * time.Millisecond,
-			Version: "test", Host: "h"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		cfg := testConfig(t)
+		cfg.Batch, cfg.Poll, cfg.Refresh = 100, 50*time.Millisecond, 100*time.Millisecond
+		_ = forward.Supervise(rctx, st, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}()
 	defer func() { cancel(); wg.Wait() }()
 	for i := 0; i < 5; i++ {
@@ -86,6 +88,17 @@ func TestSupervise_Outage(t *testing.T) {
 	if err != nil || stat.Failed != 3 || stat.Delivered < 1000 || stat.Pending != 0 {
 		t.Fatalf("status of the HTTP forwarder = %+v, %v; want 3 failures, 1000 delivered, none pending", stat, err)
 	}
+}
+
+// testConfig is a runner configuration whose sinks may reach the tests'
+// loopback destinations.
+func testConfig(t *testing.T) forward.Config {
+	t.Helper()
+	p, err := egress.ParsePolicy("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return forward.Config{Version: "test", Host: "host1", Guard: egress.NewGuard(p)}
 }
 
 func countLines(b []byte) int {

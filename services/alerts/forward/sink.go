@@ -14,15 +14,18 @@ import (
 	"time"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 )
 
 // sendTimeout bounds one connection attempt and one batch's write or POST:
 // a stalled destination fails the batch, which is then sent again.
 const sendTimeout = 15 * time.Second
 
-// NewSink returns the sink of f. version names our build in CEF and OCSF;
-// s3cfg is where s3 forwarders' buckets are.
-func NewSink(f *alerts.Forwarder, version, hostname string, s3cfg S3Config) (alerts.Sink, error) {
+// NewSink returns the sink of f. cfg.Version names our build in CEF and
+// OCSF, cfg.S3 is where s3 forwarders' buckets are, and cfg.Guard decides
+// which addresses syslog and HTTP sinks may connect to (nil:
+// egress.NewGuard(nil), no private address).
+func NewSink(f *alerts.Forwarder, cfg Config) (alerts.Sink, error) {
 	u, err := url.Parse(f.URL)
 	if err != nil {
 		return nil, fmt.Errorf("forwarder %s url: %w", f.ID, err)
@@ -38,16 +41,23 @@ func NewSink(f *alerts.Forwarder, version, hostname string, s3cfg S3Config) (ale
 			tlsConf.RootCAs = pool
 		}
 	}
-	enc := encoder{format: f.Format, version: version}
+	guard := cfg.Guard
+	if guard == nil {
+		guard = egress.NewGuard(nil)
+	}
+	enc := encoder{format: f.Format, version: cfg.Version}
 	switch f.Type {
 	case alerts.ForwardSyslog:
-		return &Syslog{addr: u.Host, tls: tlsConf, enc: enc, hostname: hostname}, nil
+		return &Syslog{addr: u.Host, tls: tlsConf, enc: enc, hostname: cfg.Host, dial: guard.DialContext}, nil
 	case alerts.ForwardHTTP:
-		tr := &http.Transport{TLSClientConfig: tlsConf, MaxIdleConnsPerHost: 2, IdleConnTimeout: 90 * time.Second}
-		return &HTTP{url: f.URL, enc: enc, client: &http.Client{Transport: tr, Timeout: sendTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
+		h := &HTTP{url: f.URL, enc: enc, client: &http.Client{Transport: egress.Transport(guard, tlsConf), Timeout: sendTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+		if f.SecretHeader != nil {
+			h.header, h.secret = f.SecretHeader.Name, f.SecretHeader.Value
+		}
+		return h, nil
 	case alerts.ForwardS3:
-		return NewS3(context.Background(), f.URL, version, s3cfg)
+		return NewS3(context.Background(), f.URL, cfg.Version, cfg.S3)
 	}
 	return nil, fmt.Errorf("forwarder %s: type %s has no sink in this build", f.ID, f.Type)
 }
@@ -72,6 +82,7 @@ func (c encoder) message(b []byte, e *alerts.Event) []byte {
 // event_id).
 type Syslog struct {
 	addr     string
+	dial     egress.DialFunc
 	tls      *tls.Config
 	enc      encoder
 	hostname string
@@ -85,15 +96,16 @@ func (s *Syslog) Send(ctx context.Context, events []alerts.Event) error {
 		s.Close()
 	}
 	if s.conn == nil {
-		d := net.Dialer{Timeout: sendTimeout}
-		var c net.Conn
-		var err error
-		if s.tls != nil {
-			td := tls.Dialer{NetDialer: &d, Config: s.tls}
-			c, err = td.DialContext(ctx, "tcp", s.addr)
-		} else {
-			c, err = d.DialContext(ctx, "tcp", s.addr)
+		dctx, cancel := context.WithTimeout(ctx, sendTimeout)
+		c, err := s.dial(dctx, "tcp", s.addr)
+		if err == nil && s.tls != nil {
+			tc := tls.Client(c, s.tls)
+			if err = tc.HandshakeContext(dctx); err != nil {
+				c.Close()
+			}
+			c = tc
 		}
+		cancel()
 		if err != nil {
 			return fmt.Errorf("syslog connect %s: %w", s.addr, err)
 		}
@@ -137,10 +149,12 @@ func (s *Syslog) Close() error {
 // HTTP POSTs a batch as newline-delimited JSON; a 2xx answer means it was
 // taken.
 type HTTP struct {
-	url    string
-	enc    encoder
-	client *http.Client
-	buf    []byte
+	url string
+	// header and secret are the forwarder's secret header, if any.
+	header, secret string
+	enc            encoder
+	client         *http.Client
+	buf            []byte
 }
 
 // Send posts events as one body.
@@ -155,7 +169,16 @@ func (h *HTTP) Send(ctx context.Context, events []alerts.Event) error {
 		return fmt.Errorf("http forward: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/x-ndjson")
+	if h.header != "" {
+		req.Header.Set(h.header, h.secret)
+	}
 	resp, err := h.client.Do(req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Not the URL: its path or query may hold the destination's token,
+		// and the error is stored as the forwarder's last_error.
+		return fmt.Errorf("http forward: %s: %w", ue.Op, ue.Err)
+	}
 	if err != nil {
 		return fmt.Errorf("http forward: %w", err)
 	}

@@ -7,10 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/api"
 	"threatview/platform/authz"
 	"threatview/platform/httpserver"
@@ -54,12 +58,27 @@ type handler struct {
 	audit Auditor
 	log   *slog.Logger
 	now   func() time.Time
+	dest  Destinations
+}
+
+// Destinations is where rules and forwarders may send.
+type Destinations struct {
+	// Guard refuses webhook, Slack, syslog and HTTP destinations on
+	// private, loopback and link-local addresses the operator did not
+	// allow (nil: no check, for tests of other things).
+	Guard *egress.Guard
+	// S3Buckets are the buckets s3 forwarders may write to; none: no s3
+	// forwarder can be created.
+	S3Buckets []string
 }
 
 // New returns the service's routes. audit may be nil only in tests that
 // change nothing.
-func New(st Store, auth *authz.Authenticator, audit Auditor, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger) http.Handler {
-	h := &handler{st: st, audit: audit, log: log, now: time.Now}
+func New(st Store, auth *authz.Authenticator, audit Auditor, dest Destinations, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger) http.Handler {
+	if dest.Guard == nil {
+		dest.Guard = egress.NewGuard(nil)
+	}
+	h := &handler{st: st, audit: audit, log: log, now: time.Now, dest: dest}
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "alerts"))
 	r.NotFound(httpserver.NotFound)
@@ -202,6 +221,12 @@ func (h *handler) createRule(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, h.log, err)
 		return
 	}
+	if rule.Channel.URL != "" {
+		if err := h.checkURL(r.Context(), "channel.url", rule.Channel.URL); err != nil {
+			writeErr(w, h.log, err)
+			return
+		}
+	}
 	pub := rule.Public()
 	if err := h.st.CreateRule(r.Context(), &rule, h.auditFor(r, "alerts.rule.create", "alert-rules/"+rule.ID, http.StatusCreated, pub)); err != nil {
 		writeErr(w, h.log, err)
@@ -209,6 +234,32 @@ func (h *handler) createRule(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/alert-rules/"+rule.ID)
 	httpserver.WriteJSON(w, http.StatusCreated, rule.Public())
+}
+
+// checkURL refuses a destination (a validated URL) on an address the
+// egress policy does not allow. The dial checks it again on the address
+// it resolves to then.
+func (h *handler) checkURL(ctx context.Context, field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%w: %s is not a URL", alerts.ErrInvalid, field)
+	}
+	if u.Scheme == "s3" {
+		if !slices.Contains(h.dest.S3Buckets, u.Host) {
+			return fmt.Errorf("%w: %s: bucket %s is not one of ALERTS_S3_BUCKETS", alerts.ErrInvalid, field, u.Host)
+		}
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := h.dest.Guard.Check(ctx, u.Hostname(), port); err != nil {
+		return fmt.Errorf("%w: %s: %s (the operator's ALERTS_EGRESS_ALLOW can allow it)", alerts.ErrInvalid, field, err)
+	}
+	return nil
 }
 
 func (h *handler) deleteRule(w http.ResponseWriter, r *http.Request) {
@@ -316,6 +367,8 @@ type forwarderInput struct {
 	AppIDs  []string `json:"app_ids"`
 	Threats []string `json:"threats"`
 	CAPEM   string   `json:"ca_pem"`
+	// SecretHeader is write-only: never shown again, never audited.
+	SecretHeader *alerts.SecretHeader `json:"secret_header"`
 }
 
 func (h *handler) listForwarders(w http.ResponseWriter, r *http.Request) {
@@ -324,7 +377,11 @@ func (h *handler) listForwarders(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, h.log, err)
 		return
 	}
-	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"forwarders": fs})
+	out := make([]alerts.Forwarder, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.Public())
+	}
+	httpserver.WriteJSON(w, http.StatusOK, map[string]any{"forwarders": out})
 }
 
 func (h *handler) createForwarder(w http.ResponseWriter, r *http.Request) {
@@ -334,19 +391,23 @@ func (h *handler) createForwarder(w http.ResponseWriter, r *http.Request) {
 	}
 	c, _ := authz.FromContext(r.Context())
 	f := alerts.Forwarder{ID: uuid.Must(uuid.NewV7()).String(), Name: in.Name, Type: in.Type, URL: in.URL,
-		Format: in.Format, AppIDs: in.AppIDs, Threats: in.Threats, CAPEM: in.CAPEM, CreatedBy: c.Actor()}
+		Format: in.Format, AppIDs: in.AppIDs, Threats: in.Threats, CAPEM: in.CAPEM, SecretHeader: in.SecretHeader, CreatedBy: c.Actor()}
 	if err := f.Validate(); err != nil {
 		writeErr(w, h.log, err)
 		return
 	}
-	rec := f
+	if err := h.checkURL(r.Context(), "url", f.URL); err != nil {
+		writeErr(w, h.log, err)
+		return
+	}
+	rec := f.Public()
 	rec.CAPEM = ""
 	if err := h.st.CreateForwarder(r.Context(), &f, h.auditFor(r, "alerts.forwarder.create", "forwarders/"+f.ID, http.StatusCreated, rec)); err != nil {
 		writeErr(w, h.log, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/forwarders/"+f.ID)
-	httpserver.WriteJSON(w, http.StatusCreated, f)
+	httpserver.WriteJSON(w, http.StatusCreated, f.Public())
 }
 
 func (h *handler) deleteForwarder(w http.ResponseWriter, r *http.Request) {

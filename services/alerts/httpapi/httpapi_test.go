@@ -55,12 +55,17 @@ func (a api) doH(method, path, bearer, body string) (int, http.Header, string) {
 // newAPI serves the API on a fresh database, auditing to auditURL (the
 // local stack's audit logger, or a dead address).
 func newAPI(t *testing.T, auditURL string) api {
+	aud := auditclient.New(auditURL, testenv.MustEnv(t, "INTERNAL_KEY"), auditclient.Options{Timeout: 2 * time.Second})
+	return newAPIWith(t, aud, httpapi.Destinations{S3Buckets: []string{"siem-bucket"}})
+}
+
+// newAPIWith serves the API on a fresh database with aud and dest.
+func newAPIWith(t *testing.T, aud httpapi.Auditor, dest httpapi.Destinations) api {
 	_, st, _ := pgtest.MustStore(t)
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	v := authz.NewVerifier(authz.StaticKeys{authz.KeyID(pub): pub})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	aud := auditclient.New(auditURL, testenv.MustEnv(t, "INTERNAL_KEY"), auditclient.Options{Timeout: 2 * time.Second})
-	h := httpapi.New(st, authz.New(v, "admin-key", log), aud, prometheus.NewRegistry(), nil, log)
+	h := httpapi.New(st, authz.New(v, "admin-key", log), aud, dest, prometheus.NewRegistry(), nil, log)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	analyst, err := authz.Sign(priv, "ana", []string{authz.RoleAnalyst}, time.Now(), time.Hour, "j1")
@@ -72,7 +77,7 @@ func newAPI(t *testing.T, auditURL string) api {
 }
 
 const goodRule = `{"name":"hooking spike","app_id":"demo-app","threat":"hooking","window_seconds":300,"threshold":50,
-	"channel":{"type":"webhook","url":"https://hooks.example.com/x","secret":"s3cret"}}`
+	"channel":{"type":"webhook","url":"https://hooks.example.com/x","secret":"s3cret-s3cret-s3cret-s3cret-s3cret"}}`
 
 func TestAPI_Rules(t *testing.T) {
 	a := newAPI(t, testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"))
@@ -191,7 +196,7 @@ func TestAPI_AuditDown(t *testing.T) {
 	if _, body := a.do("GET", "/v1/alert-rules", a.admin, ""); !bytes.Contains([]byte(body), []byte(`"rules":[]`)) {
 		t.Fatalf("rules after a refused change = %s, want none", body)
 	}
-	if code, h, _ := a.doH("POST", "/v1/forwarders", a.admin, `{"name":"f","type":"syslog","url":"tcp://127.0.0.1:514","format":"cef"}`); code != 503 || h.Get("Retry-After") == "" {
+	if code, h, _ := a.doH("POST", "/v1/forwarders", a.admin, `{"name":"f","type":"syslog","url":"tcp://93.184.215.14:514","format":"cef"}`); code != 503 || h.Get("Retry-After") == "" {
 		t.Fatalf("POST forwarder with the audit logger down = %d (Retry-After %q), want 503 with Retry-After", code, h.Get("Retry-After"))
 	}
 }

@@ -10,13 +10,28 @@ import (
 	"time"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/alerts/internal/smtptest"
 	"threatview/alerts/notify"
 )
 
+// newSender returns a Sender that may reach the tests' loopback receivers.
+func newSender(t *testing.T, timeout time.Duration, relay ...notify.SMTP) *notify.Sender {
+	t.Helper()
+	p, err := egress.ParsePolicy("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r notify.SMTP
+	if len(relay) > 0 {
+		r = relay[0]
+	}
+	return notify.New(timeout, r, egress.NewGuard(p))
+}
+
 func TestSender_Email(t *testing.T) {
 	box, addr := smtptest.Start(t)
-	s := notify.New(5*time.Second, notify.SMTP{Addr: addr, From: "alerts@threatview.test"})
+	s := newSender(t, 5*time.Second, notify.SMTP{Addr: addr, From: "alerts@threatview.test", TLS: notify.TLSNone})
 	n := alerts.Notification{RuleID: "r1", Name: "hooking spike", State: "firing", Value: 63, Threshold: 50,
 		WindowSeconds: 300, AppID: "demo-app", Threat: "hooking", Country: "DE", OS: "android",
 		At: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
@@ -51,7 +66,7 @@ func TestSender_Email(t *testing.T) {
 	}
 
 	// No relay configured: an error (retried, then dead-lettered), not a panic.
-	none := notify.New(time.Second, notify.SMTP{})
+	none := newSender(t, time.Second)
 	if err := none.Send(context.Background(), alerts.Channel{Type: alerts.ChannelEmail, To: "a@b.test"}, id, body); err == nil {
 		t.Fatal("Send without ALERTS_SMTP_ADDR succeeded")
 	}
@@ -66,7 +81,7 @@ func TestSender_Slack(t *testing.T) {
 	}))
 	defer srv.Close()
 	body := []byte(`{"rule_id":"r1","name":"spike","state":"resolved","value":3,"threshold":50,"window_seconds":300,"app_id":"","threat":"","at":"2026-12-02T10:00:00Z"}`)
-	if err := notify.New(time.Second, notify.SMTP{}).Send(context.Background(), alerts.Channel{Type: alerts.ChannelSlack, URL: srv.URL}, "d2", body); err != nil {
+	if err := newSender(t, time.Second).Send(context.Background(), alerts.Channel{Type: alerts.ChannelSlack, URL: srv.URL}, "d2", body); err != nil {
 		t.Fatal(err)
 	}
 	want := "[Threat View] resolved spike: 3 sightings of any threat in all apps over 300s (threshold 50)"
@@ -77,7 +92,7 @@ func TestSender_Slack(t *testing.T) {
 
 func TestSender_WebhookAndSlack(t *testing.T) {
 	// A refused connection's error names no URL (a Slack URL is a secret).
-	s := notify.New(time.Second, notify.SMTP{})
+	s := newSender(t, time.Second)
 	err := s.Send(context.Background(), alerts.Channel{Type: alerts.ChannelSlack, URL: "http://127.0.0.1:1/services/T000/B000/SECRETPART"}, "d1",
 		[]byte(`{"state":"firing"}`))
 	if err == nil || strings.Contains(err.Error(), "SECRETPART") {

@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,14 +19,19 @@ import (
 	"net/http"
 	"net/smtp"
 	neturl "net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"threatview/alerts"
+	"threatview/alerts/egress"
 )
 
-// SignatureHeader carries "sha256=" and the hex HMAC-SHA256 of the body
-// keyed with the channel's secret.
+// SignatureHeader carries "t=<unix seconds>,v1=<hex HMAC-SHA256 keyed
+// with the channel's secret over "<t>.<delivery id>.<body>">": the time and
+// the delivery id are signed with the body, so a receiver that checks the
+// window (Verify) and drops delivery ids it has seen cannot be made to take
+// a captured delivery again.
 const SignatureHeader = "X-ThreatView-Signature"
 
 // DeliveryHeader carries the notification's delivery id, a UUID that is the
@@ -37,12 +44,26 @@ const DeliveryHeader = "X-ThreatView-Delivery"
 // MessageID is the Message-ID of the email with delivery id id.
 func MessageID(id string) string { return "<" + id + "@threatview>" }
 
-// Sign returns the signature header value of body.
-func Sign(secret string, body []byte) string {
+// Sign returns the signature header value of delivery id's body at t.
+func Sign(secret string, t time.Time, delivery string, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
 	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts + "." + delivery + "."))
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
+
+// How mail reaches the relay (SMTP.TLS).
+const (
+	// TLSStartTLS upgrades the connection with STARTTLS before anything
+	// else is said; a relay that does not offer it, or whose certificate
+	// does not verify, gets no mail.
+	TLSStartTLS = "starttls"
+	// TLSImplicit speaks TLS from the first byte (submissions, port 465).
+	TLSImplicit = "tls"
+	// TLSNone sends in plain text; only ever chosen explicitly.
+	TLSNone = "none"
+)
 
 // SMTP is the relay email goes through.
 type SMTP struct {
@@ -50,18 +71,25 @@ type SMTP struct {
 	From     string
 	Username string
 	Password string
+	// TLS is TLSStartTLS (also when blank), TLSImplicit or TLSNone.
+	TLS string
+	// RootCAs verify the relay's certificate (nil: the system's).
+	RootCAs *x509.CertPool
 }
 
 // Sender sends notifications.
 type Sender struct {
 	HTTP *http.Client
 	SMTP SMTP
+	// Now is the clock of signatures (time.Now when nil).
+	Now func() time.Time
 }
 
-// New returns a Sender whose HTTP calls take at most timeout and follow no
-// redirect.
-func New(timeout time.Duration, relay SMTP) *Sender {
-	return &Sender{SMTP: relay, HTTP: &http.Client{Timeout: timeout,
+// New returns a Sender whose HTTP calls take at most timeout, follow no
+// redirect, use no proxy, and connect only where guard allows, checked on
+// the address dialled (nil: egress.NewGuard(nil), no private address).
+func New(timeout time.Duration, relay SMTP, guard *egress.Guard) *Sender {
+	return &Sender{SMTP: relay, HTTP: &http.Client{Timeout: timeout, Transport: egress.Transport(guard, nil),
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -70,7 +98,11 @@ func New(timeout time.Duration, relay SMTP) *Sender {
 func (s *Sender) Send(ctx context.Context, ch alerts.Channel, id string, body []byte) error {
 	switch ch.Type {
 	case alerts.ChannelWebhook:
-		return s.post(ctx, ch.URL, id, body, Sign(ch.Secret, body))
+		now := time.Now
+		if s.Now != nil {
+			now = s.Now
+		}
+		return s.post(ctx, ch.URL, id, body, Sign(ch.Secret, now(), id, body))
 	case alerts.ChannelSlack:
 		var n alerts.Notification
 		if err := json.Unmarshal(body, &n); err != nil {
@@ -145,6 +177,8 @@ func (s *Sender) mail(ctx context.Context, to, id string, n alerts.Notification)
 	if err != nil {
 		return fmt.Errorf("email: ALERTS_SMTP_ADDR: %w", err)
 	}
+	// The relay is the operator's (ALERTS_SMTP_ADDR), not a rule's: no
+	// egress check.
 	d := net.Dialer{Timeout: 10 * time.Second}
 	conn, err := d.DialContext(ctx, "tcp", s.SMTP.Addr)
 	if err != nil {
@@ -155,12 +189,29 @@ func (s *Sender) mail(ctx context.Context, to, id string, n alerts.Notification)
 		deadline = time.Now().Add(30 * time.Second)
 	}
 	_ = conn.SetDeadline(deadline)
+	tlsConf := &tls.Config{ServerName: host, RootCAs: s.SMTP.RootCAs, MinVersion: tls.VersionTLS12}
+	if s.SMTP.TLS == TLSImplicit {
+		tc := tls.Client(conn, tlsConf)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return fmt.Errorf("email TLS: %w", err)
+		}
+		conn = tc
+	}
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("email: %w", err)
 	}
 	defer c.Close()
+	if s.SMTP.TLS == "" || s.SMTP.TLS == TLSStartTLS {
+		if ok, _ := c.Extension("STARTTLS"); !ok {
+			return fmt.Errorf("email: the relay %s does not offer STARTTLS (ALERTS_SMTP_TLS=starttls); nothing sent", s.SMTP.Addr)
+		}
+		if err := c.StartTLS(tlsConf); err != nil {
+			return fmt.Errorf("email STARTTLS: %w", err)
+		}
+	}
 	if s.SMTP.Username != "" {
 		// net/smtp's PlainAuth refuses to send the password over a
 		// connection that is neither TLS nor to localhost.

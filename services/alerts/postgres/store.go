@@ -257,16 +257,17 @@ func (s *Store) CreateForwarder(ctx context.Context, f *alerts.Forwarder, audit 
 		if err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO alerts.forwarders (id, name, type, url, format, app_ids, threats, ca_pem, created_by)
-			VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING created_at`,
-			f.ID, f.Name, f.Type, f.URL, f.Format, f.AppIDs, f.Threats, f.CAPEM, f.CreatedBy).Scan(&f.CreatedAt)
+		return tx.QueryRow(ctx, `INSERT INTO alerts.forwarders (id, name, type, url, format, app_ids, threats, ca_pem, created_by,
+			secret_header) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING created_at`,
+			f.ID, f.Name, f.Type, f.URL, f.Format, f.AppIDs, f.Threats, f.CAPEM, f.CreatedBy, f.SecretHeader).Scan(&f.CreatedAt)
 	}, audit)
 }
 
-// Forwarders lists the live forwarders, oldest first.
+// Forwarders lists the live forwarders, oldest first, with their URLs and
+// secret headers (callers showing them use Forwarder.Public).
 func (s *Store) Forwarders(ctx context.Context) ([]alerts.Forwarder, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id::text, name, type, url, format, app_ids, threats, ca_pem, created_by, created_at
-		FROM alerts.forwarders WHERE deleted_at IS NULL ORDER BY created_at, id`)
+	rows, err := s.pool.Query(ctx, `SELECT id::text, name, type, url, format, app_ids, threats, ca_pem, created_by, created_at,
+		secret_header FROM alerts.forwarders WHERE deleted_at IS NULL ORDER BY created_at, id`)
 	if err != nil {
 		return nil, unavailable("list forwarders", err)
 	}
@@ -275,7 +276,7 @@ func (s *Store) Forwarders(ctx context.Context) ([]alerts.Forwarder, error) {
 	for rows.Next() {
 		var f alerts.Forwarder
 		if err := rows.Scan(&f.ID, &f.Name, &f.Type, &f.URL, &f.Format, &f.AppIDs, &f.Threats, &f.CAPEM,
-			&f.CreatedBy, &f.CreatedAt); err != nil {
+			&f.CreatedBy, &f.CreatedAt, &f.SecretHeader); err != nil {
 			return nil, unavailable("list forwarders", err)
 		}
 		out = append(out, f)
@@ -309,11 +310,11 @@ func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.Forwarde
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `
 		WITH c AS (SELECT seq FROM alerts.cursors WHERE name = 'fwd:' || $1::uuid::text)
-		SELECT f.delivered, f.failed, f.last_error,
+		SELECT f.delivered, f.failed, f.skipped, f.last_error,
 			(SELECT count(*) FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c)),
 			(SELECT o.received_at FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c) ORDER BY o.seq LIMIT 1)
 		FROM alerts.forwarders f WHERE f.id = $1::uuid AND f.deleted_at IS NULL`, id).
-		Scan(&st.Delivered, &st.Failed, &st.LastError, &st.Pending, &oldest)
+		Scan(&st.Delivered, &st.Failed, &st.Skipped, &st.LastError, &st.Pending, &oldest)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("forwarder %s: %w", id, alerts.ErrNotFound)
 	}
@@ -385,8 +386,60 @@ func (s *Store) Delivered(ctx context.Context, forwarderID string, pos alerts.Po
 	}, nil)
 }
 
+// Skip bounds a forwarder's backlog to max outbox rows after its cursor:
+// when more wait, the cursor moves past the oldest, the forwarder's
+// skipped count grows by how many it passed, and Skip returns the new
+// cursor and that number (0 and the cursor as it was when within the
+// bound). Seq numbers have gaps (rolled-back inserts) but never more rows
+// than their span, so a span within max is within the bound without a
+// count.
+func (s *Store) Skip(ctx context.Context, forwarderID string, max int64) (alerts.Position, int64, error) {
+	var pos alerts.Position
+	var n int64
+	err := s.inTx(ctx, "bound forwarder backlog", func(tx pgx.Tx) error {
+		var top *int64
+		if err := tx.QueryRow(ctx, `SELECT c.seq, (SELECT max(seq) FROM alerts.outbox) FROM alerts.cursors c
+			WHERE c.name = $1 FOR UPDATE`, CursorNameOf(forwarderID)).Scan(&pos.Seq, &top); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("forwarder %s: %w", forwarderID, alerts.ErrNotFound)
+			}
+			return err
+		}
+		if top == nil || *top-pos.Seq <= max {
+			return nil
+		}
+		var edge int64
+		err := tx.QueryRow(ctx, `SELECT seq FROM alerts.outbox WHERE seq > $1 ORDER BY seq DESC OFFSET $2 LIMIT 1`,
+			pos.Seq, max).Scan(&edge)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM alerts.outbox WHERE seq > $1 AND seq <= $2`, pos.Seq, edge).Scan(&n); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE alerts.cursors SET seq = $2, updated_at = now() WHERE name = $1`,
+			CursorNameOf(forwarderID), edge); err != nil {
+			return err
+		}
+		pos.Seq = edge
+		_, err = tx.Exec(ctx, `UPDATE alerts.forwarders SET skipped = skipped + $2 WHERE id = $1::uuid`, forwarderID, n)
+		return err
+	}, nil)
+	if err != nil {
+		return pos, 0, err
+	}
+	return pos, n, nil
+}
+
+// CursorNameOf is the alerts.cursors row of a forwarder.
+func CursorNameOf(forwarderID string) string { return "fwd:" + forwarderID }
+
 // Failed counts a failed batch of a forwarder.
 func (s *Store) Failed(ctx context.Context, forwarderID, msg string) error {
+	msg = alerts.RedactURLs(msg)
 	if len(msg) > 500 {
 		msg = msg[:500]
 	}
@@ -613,6 +666,7 @@ func (s *Store) Sent(ctx context.Context, transitionID int64) error {
 // Retry records a failed attempt: the notification is tried again at next,
 // or, when dead, moved to the dead letters.
 func (s *Store) Retry(ctx context.Context, transitionID int64, next time.Time, dead bool, msg string) error {
+	msg = alerts.RedactURLs(msg)
 	if len(msg) > 500 {
 		msg = msg[:500]
 	}

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
+	"threatview/alerts/egress"
+	"threatview/alerts/notify"
 	"threatview/platform/httpserver"
 )
 
@@ -56,13 +59,42 @@ type Config struct {
 	S3Endpoint  string `env:"ALERTS_S3_ENDPOINT"`
 	S3Region    string `env:"ALERTS_S3_REGION" envDefault:"us-east-1"`
 	S3PathStyle bool   `env:"ALERTS_S3_PATH_STYLE"`
+	// S3Buckets are the only buckets an s3 forwarder may write to (comma
+	// separated; blank: s3 forwarders are refused with 422). The service's
+	// credentials may reach other buckets (the archive's, the audit
+	// trail's): an admin must not be able to point a forwarder at them.
+	S3Buckets []string `env:"ALERTS_S3_BUCKETS" envSeparator:","`
+	// EgressAllow is the operator's allow-list of destinations on private,
+	// loopback, link-local or other special-purpose addresses, which are
+	// otherwise refused for webhooks, Slack URLs and syslog and HTTP
+	// forwarders, at creation (422) and at every dial on the address the
+	// name resolved to: comma-separated CIDRs ("10.20.0.0/16"), addresses,
+	// and host:port pairs ("siem.internal:6514"). The local stack allows
+	// 127.0.0.1/32 (scripts/svc/alerts.sh).
+	EgressAllow string `env:"ALERTS_EGRESS_ALLOW"`
+	// ForwardMaxBacklog bounds each forwarder's backlog in outbox rows:
+	// when its destination is down (or its sink cannot start) and more rows
+	// than this wait after its cursor, the oldest are skipped, counted in
+	// its status's "skipped" and alerts_forward_skipped_total, so the
+	// outbox (in the events database) stops growing. About 300 bytes a
+	// row: 1,000,000 rows is about 300 MB.
+	ForwardMaxBacklog int64 `env:"ALERTS_FORWARD_MAX_BACKLOG" envDefault:"1000000"`
 	// SMTP relay of email channels (blank address: email notifications
 	// fail and are dead-lettered).
 	SMTPAddr     string `env:"ALERTS_SMTP_ADDR"`
 	SMTPFrom     string `env:"ALERTS_SMTP_FROM" envDefault:"threatview-alerts@localhost"`
 	SMTPUsername string `env:"ALERTS_SMTP_USERNAME"`
 	SMTPPassword string `env:"ALERTS_SMTP_PASSWORD" secret:"true"`
-	LogLevel     string `env:"LOG_LEVEL" envDefault:"info"`
+	// SMTPTLS is how mail reaches the relay: starttls (the default: the
+	// relay must offer STARTTLS and its certificate must verify, else the
+	// mail is not sent), tls (implicit TLS from the first byte, port 465),
+	// or none (plain text, only when set explicitly, for a relay on the
+	// same host).
+	SMTPTLS string `env:"ALERTS_SMTP_TLS" envDefault:"starttls"`
+	// SMTPCAFile is a PEM file of the CAs that sign the relay's
+	// certificate (blank: the system's).
+	SMTPCAFile string `env:"ALERTS_SMTP_CA_FILE"`
+	LogLevel   string `env:"LOG_LEVEL" envDefault:"info"`
 }
 
 // Validate checks relations the tags cannot express.
@@ -95,6 +127,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ALERTS_FORWARD_POLL %s: want 10ms to 1m", c.ForwardPoll)
 	case c.DBMaxConns < 2:
 		return fmt.Errorf("ALERTS_DB_MAX_CONNS %d: want at least 2", c.DBMaxConns)
+	}
+	if _, err := egress.ParsePolicy(c.EgressAllow); err != nil {
+		return fmt.Errorf("ALERTS_EGRESS_ALLOW: %w", err)
+	}
+	for _, b := range c.S3Buckets {
+		if b == "" || strings.ContainsAny(b, "/ ") {
+			return fmt.Errorf("ALERTS_S3_BUCKETS %q: want bucket names, comma separated", strings.Join(c.S3Buckets, ","))
+		}
+	}
+	if c.ForwardMaxBacklog < int64(c.ForwardBatch) {
+		return fmt.Errorf("ALERTS_FORWARD_MAX_BACKLOG %d: want at least ALERTS_FORWARD_BATCH (%d)", c.ForwardMaxBacklog, c.ForwardBatch)
+	}
+	switch c.SMTPTLS {
+	case notify.TLSStartTLS, notify.TLSImplicit, notify.TLSNone:
+	default:
+		return fmt.Errorf("ALERTS_SMTP_TLS %q: want starttls, tls or none", c.SMTPTLS)
 	}
 	if c.SMTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.SMTPAddr); err != nil {

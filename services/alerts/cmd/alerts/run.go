@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"threatview/alerts"
+	"threatview/alerts/egress"
 	"threatview/alerts/evaluate"
 	"threatview/alerts/forward"
 	"threatview/alerts/httpapi"
@@ -53,10 +55,22 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	auth := authz.New(verifier, cfg.AdminKey, log)
 	auditor := auditclient.New(cfg.AuditURL, cfg.InternalKey, auditclient.Options{Timeout: cfg.AuditTimeout})
 
+	policy, _ := egress.ParsePolicy(cfg.EgressAllow) // checked by Validate
+	guard := egress.NewGuard(policy)
+	relay := notify.SMTP{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, TLS: cfg.SMTPTLS}
+	if cfg.SMTPCAFile != "" {
+		pemText, err := os.ReadFile(cfg.SMTPCAFile)
+		if err != nil {
+			return fmt.Errorf("ALERTS_SMTP_CA_FILE: %w", err)
+		}
+		if relay.RootCAs, err = alerts.CertPool(string(pemText)); err != nil {
+			return fmt.Errorf("ALERTS_SMTP_CA_FILE %s: %w", cfg.SMTPCAFile, err)
+		}
+	}
+
 	reg := httpserver.NewRegistry()
 	leader := postgres.NewLeader(cfg.DatabaseURL, cfg.LeaderPoll, log)
-	loop := evaluate.New(store, notify.New(cfg.NotifyTimeout, notify.SMTP{Addr: cfg.SMTPAddr, From: cfg.SMTPFrom,
-		Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}), evaluate.Config{
+	loop := evaluate.New(store, notify.New(cfg.NotifyTimeout, relay, guard), evaluate.Config{
 		Every: cfg.EvaluateEvery, Attempts: cfg.NotifyAttempts,
 		Backoff:    pipeline.Backoff{Initial: cfg.NotifyBackoff, Max: cfg.NotifyBackoffMax},
 		OutboxKeep: cfg.OutboxKeep, CountsKeep: cfg.CountsKeep, SendTimeout: cfg.NotifyTimeout,
@@ -66,8 +80,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		host = "threatview"
 	}
 	fwd := forward.Config{Batch: cfg.ForwardBatch, Poll: cfg.ForwardPoll, Version: version, Host: host,
-		S3:      forward.S3Config{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle},
-		Metrics: forward.NewMetrics(reg)}
+		S3:    forward.S3Config{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle},
+		Guard: guard, MaxBacklog: cfg.ForwardMaxBacklog, Metrics: forward.NewMetrics(reg)}
 
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -93,7 +107,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 	}()
 
-	h := httpapi.New(store, auth, auditor, reg, map[string]httpserver.Check{"database": store.Ping}, log)
+	h := httpapi.New(store, auth, auditor, httpapi.Destinations{Guard: guard, S3Buckets: cfg.S3Buckets}, reg, map[string]httpserver.Check{"database": store.Ping}, log)
 	err = httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil)
 	wg.Wait()
 	if err != nil {
