@@ -389,9 +389,9 @@ func clientNet(r *http.Request) string {
 	case ip == nil:
 		return ""
 	case ip.To4() != nil:
-		return ip.Mask(net.CIDRMask(24, 32)).String() + "/24"
+		return ip.Mask(net.CIDRMask(24, 32)).String()
 	default:
-		return ip.Mask(net.CIDRMask(48, 128)).String() + "/48"
+		return ip.Mask(net.CIDRMask(48, 128)).String()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,9 @@ func TestInvestigation_SearchByRawUserAudited(t *testing.T) {
 	if len(recs) != 1 || recs[0].Action != "events.search" || recs[0].ActorToken != authz.ActorAdminKey ||
 		!strings.Contains(string(recs[0].Body), users.Pseudonym(raw)) || strings.Contains(string(recs[0].Body), raw) {
 		t.Errorf("audit = %+v, want one events.search by the admin key naming the pseudonym only", recs)
+	}
+	if _, err := netip.ParseAddr(recs[0].ClientIP); err != nil {
+		t.Errorf("audit client_ip %q is not an address (the audit logger refuses it)", recs[0].ClientIP)
 	}
 	if resp, body := get(t, srv, "/v1/timelines/user/"+raw, bearer...); resp.StatusCode != 200 || !strings.Contains(string(body), `"Hooks":1`) {
 		t.Errorf("GET timeline = %d %s", resp.StatusCode, body)
