@@ -367,7 +367,9 @@ listen_addresses = '127.0.0.1'
 port = $PG_PORT
 unix_socket_directories = '$sock'
 max_connections = 200
-shared_buffers = 256MB
+# The current month's keys of events.events and facts.facts stay cached
+# (docs/scaling.md, "PostgreSQL memory"): 2 GB of this 24 GiB box.
+shared_buffers = 2GB
 shared_preload_libraries = 'pg_stat_statements'
 password_encryption = 'scram-sha-256'
 # Durability is a promise: never turn these off.
