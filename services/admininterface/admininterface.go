@@ -35,10 +35,29 @@ var (
 
 // Roles a person can hold (identity assigns them).
 const (
-	RoleAdmin   = "admin"   // everything
-	RoleAnalyst = "analyst" // dashboards
-	RoleAuditor = "auditor" // audit trail
+	RoleAdmin     = "admin"      // everything (the reference's Account Owner)
+	RoleUserAdmin = "user_admin" // people only (User Administrator)
+	RoleAnalyst   = "analyst"    // dashboards, events, reports (Insights Viewer)
+	RoleAuditor   = "auditor"    // audit trail
 )
+
+// Roles lists the roles in the order the Users page offers them.
+var Roles = []string{RoleAdmin, RoleUserAdmin, RoleAnalyst, RoleAuditor}
+
+// RoleName is the name a person reads for role r.
+func RoleName(r string) string {
+	switch r {
+	case RoleAdmin:
+		return "Account Owner"
+	case RoleUserAdmin:
+		return "User Administrator"
+	case RoleAnalyst:
+		return "Insights Viewer"
+	case RoleAuditor:
+		return "Auditor"
+	}
+	return r
+}
 
 // User is the signed-in person as identity describes them.
 type User struct {

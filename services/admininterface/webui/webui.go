@@ -6,6 +6,9 @@
 // Pages and the roles they need (admin may use every page):
 //
 //	/login, /logout                   anyone
+//	/profile                          anyone signed in (people.go)
+//	/users/...                        user_admin (people.go)
+//	/, /events, /timelines/..., /reports/threats/... analyst (analyst.go)
 //	/dashboards                       analyst
 //	/audit, /audit/export.{csv,ndjson} auditor
 //	/tokens, /tokens/apps/{app}       admin
@@ -152,7 +155,17 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 }
 
 var funcs = template.FuncMap{
-	"join":  strings.Join,
+	"join":    strings.Join,
+	"bars":    bars,
+	"country": countryName,
+	"num":     thousands,
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	},
 	"bytes": bytesHuman,
 	"fmtTime": func(v any) string {
 		switch t := v.(type) {
@@ -179,10 +192,10 @@ func parsePages() (map[string]*template.Template, error) {
 	pages := map[string]*template.Template{}
 	for _, n := range names {
 		base := strings.TrimSuffix(strings.TrimPrefix(n, "templates/"), ".html")
-		if base == "layout" {
+		if base == "layout" || strings.HasPrefix(base, "_") {
 			continue
 		}
-		t, err := template.New(base).Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", n)
+		t, err := template.New(base).Funcs(funcs).ParseFS(web.Templates, "templates/layout.html", "templates/_partials.html", n)
 		if err != nil {
 			return nil, fmt.Errorf("parse %s: %w", n, err)
 		}
@@ -210,7 +223,26 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 			r.Get("/login/oidc/callback", s.oidcCallback)
 			r.Get("/", s.home)
 			r.Group(func(r chi.Router) {
+				r.Use(s.require())
+				r.Get("/profile", s.profilePage)
+				r.Post("/profile", s.saveProfile)
+				r.Post("/profile/password", s.changeOwnPassword)
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(s.require(admininterface.RoleUserAdmin))
+				r.Get("/users", s.usersPage)
+				r.Post("/users", s.createPerson)
+				r.Get("/users/{username}", s.personPage)
+				r.Get("/users/{username}/delete", s.confirmDeletePerson)
+				r.Post("/users/{username}/{action}", s.changePerson)
+			})
+			r.Group(func(r chi.Router) {
 				r.Use(s.require(admininterface.RoleAnalyst))
+				r.Get("/events", s.eventsPage)
+				r.Get("/events/export.csv", s.eventsExport)
+				r.Get("/events/live", s.eventsLive)
+				r.Get("/timelines/{kind}/{id}", s.timelinePage)
+				r.Get("/reports/threats/{type}", s.threatReportPage)
 				r.Get("/dashboards", s.dashboards)
 				r.Get("/dashboards/chart/{dimension}.svg", s.dashboardChart)
 				r.Get("/alerts", s.alertsPage)
@@ -347,7 +379,7 @@ func (s *Server) require(roles ...string) func(http.Handler) http.Handler {
 			if !s.fresh(w, r, sess) {
 				return
 			}
-			if !sess.User.Has(roles...) {
+			if len(roles) > 0 && !sess.User.Has(roles...) {
 				s.fail(w, r, http.StatusForbidden, "forbidden",
 					fmt.Sprintf("Your roles (%s) do not allow this page.", strings.Join(sess.User.Roles, ", ")))
 				return
@@ -463,7 +495,8 @@ func (s *Server) expired(w http.ResponseWriter, r *http.Request, msg string) {
 // pulls in.
 func isPage(r *http.Request) bool {
 	p := r.URL.Path
-	return !strings.HasPrefix(p, "/dashboards/chart/") && !strings.HasPrefix(p, "/audit/export.")
+	return !strings.HasPrefix(p, "/dashboards/chart/") && !strings.HasPrefix(p, "/audit/export.") &&
+		p != "/events/live" && p != "/events/export.csv"
 }
 
 // navItem is one link of the main navigation.
@@ -472,9 +505,13 @@ type navItem struct {
 	Current     bool
 }
 
+// navAll is the one navigation of every page; a blank role means anyone
+// signed in.
 var navAll = []struct {
 	path, label, role string
 }{
+	{"/", "Home", admininterface.RoleAnalyst},
+	{"/events", "All events", admininterface.RoleAnalyst},
 	{"/dashboards", "Dashboards", admininterface.RoleAnalyst},
 	{"/alerts", "Alerts", admininterface.RoleAnalyst},
 	{"/alerts/forwarders", "SIEM forwarders", admininterface.RoleAnalyst},
@@ -485,15 +522,21 @@ var navAll = []struct {
 	{"/dlq", "Dead letters", admininterface.RoleAdmin},
 	{"/retention", "Retention", admininterface.RoleAdmin},
 	{"/privacy", "Privacy", admininterface.RoleAdmin},
+	{"/users", "Users", admininterface.RoleUserAdmin},
+	{"/profile", "My profile", ""},
 }
 
 func (s *Server) nav(u admininterface.User, path string) []navItem {
 	var out []navItem
 	current := -1 // the longest matching path (/audit/trail, not /audit)
 	for _, n := range navAll {
-		if u.Has(n.role) {
+		if n.role == "" || u.Has(n.role) {
 			out = append(out, navItem{Path: n.path, Label: n.label})
-			if strings.HasPrefix(path, n.path) && (current < 0 || len(n.path) > len(out[current].Path)) {
+			match := strings.HasPrefix(path, n.path)
+			if n.path == "/" {
+				match = path == "/" || strings.HasPrefix(path, "/reports/") || strings.HasPrefix(path, "/timelines/")
+			}
+			if match && (current < 0 || len(n.path) > len(out[current].Path)) {
 				current = len(out) - 1
 			}
 		}
@@ -575,8 +618,12 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 		return
 	}
+	if sess.User.Has(admininterface.RoleAnalyst) {
+		s.require(admininterface.RoleAnalyst)(http.HandlerFunc(s.analystHome)).ServeHTTP(w, r)
+		return
+	}
 	items := s.nav(sess.User, "")
-	if len(items) == 0 {
+	if len(items) == 0 || items[0].Path == "/profile" && len(sess.User.Roles) == 0 {
 		s.fail(w, r, http.StatusForbidden, "forbidden", "Your account has no role that allows any page.")
 		return
 	}

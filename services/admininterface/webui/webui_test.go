@@ -37,6 +37,9 @@ type fakeServices struct {
 	refreshes int
 	accessTTL time.Duration
 	seenAuth  []string
+	// extra answers first when it returns true (analyst_test.go's
+	// investigation and people APIs).
+	extra func(w http.ResponseWriter, r *http.Request) bool
 }
 
 func newFake() *fakeServices {
@@ -49,6 +52,9 @@ func (f *fakeServices) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seenAuth = append(f.seenAuth, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+	if f.extra != nil && f.extra(w, r) {
+		return
+	}
 	login := func(user string) {
 		httpserver.WriteJSON(w, 200, admininterface.Login{
 			AccessToken: "at-" + user, ExpiresAt: time.Now().Add(f.accessTTL),
