@@ -90,6 +90,8 @@ export interface Config {
   storageKey?: string;
   /** Send when this many events are queued (default 100, at most 500). */
   flushAt?: number;
+  /** The most events one request carries (default and at most 500, the collector's limit). */
+  maxBatchEvents?: number;
   /** Send what is queued at least this often (default 5,000 ms). */
   flushIntervalMs?: number;
   /** Caps of the queue: events (default 10,000), bytes of JSON (default 5 MiB), age (default 7 days). */
@@ -279,6 +281,7 @@ export class ThreatView {
   private readonly durable: boolean;
   private readonly prefix: string;
   private readonly flushAt: number;
+  private readonly maxBatch: number;
   private readonly flushIntervalMs: number;
   private readonly maxEvents: number;
   private readonly maxBytes: number;
@@ -328,6 +331,7 @@ export class ThreatView {
     this.storage = cfg.storage ?? memoryStorage();
     this.prefix = (cfg.storageKey ?? "threatview") + ".";
     this.flushAt = clamp(cfg.flushAt, 100, 1, maxBatchEvents);
+    this.maxBatch = clamp(cfg.maxBatchEvents, maxBatchEvents, 1, maxBatchEvents);
     this.flushIntervalMs = clamp(cfg.flushIntervalMs, 5000, 0, 24 * 3600e3);
     this.maxEvents = clamp(cfg.maxEvents, 10000, 1, Number.MAX_SAFE_INTEGER);
     this.maxBytes = clamp(cfg.maxBytes, 5 << 20, maxEventBytes, Number.MAX_SAFE_INTEGER);
@@ -620,13 +624,13 @@ export class ThreatView {
   }
 
   // take cuts the next batch from the queue's head, dropping expired
-  // events on the way: at most 500 events and under 1 MiB with sent_at.
+  // events on the way: at most maxBatchEvents and under 1 MiB with sent_at.
   private take(): Entry[] | null {
     const now = this.clock.now();
     const out: Entry[] = [];
     const expired: Entry[] = [];
     let size = '{"events":[]}'.length;
-    while (this.head < this.q.length && out.length < maxBatchEvents) {
+    while (this.head < this.q.length && out.length < this.maxBatch) {
       const e = this.q[this.head];
       if (now - e.t > this.maxAgeMs) {
         expired.push(e);
