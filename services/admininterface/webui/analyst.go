@@ -223,18 +223,42 @@ func parallel(fs ...func() error) error {
 	return nil
 }
 
-func (s *Server) analystHome(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p, err := parsePeriod(q.Get("period"), "yesterday", s.now())
+// periodParam reads the period picker (blank: def); false when it answered.
+func (s *Server) periodParam(w http.ResponseWriter, r *http.Request, def string) (period, bool) {
+	p, err := parsePeriod(r.URL.Query().Get("period"), def, s.now())
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "Period: "+err.Error()+".")
-		return
+		return p, false
 	}
-	app := strings.TrimSpace(q.Get("app_id"))
+	return p, true
+}
+
+// appParam reads the app picker (blank: all apps); false when it answered.
+func (s *Server) appParam(w http.ResponseWriter, r *http.Request) (string, bool) {
+	app := strings.TrimSpace(r.URL.Query().Get("app_id"))
 	if app != "" && !idPattern.MatchString(app) {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "App: use at most 128 letters, digits and . _ : @ / + -.")
+		return "", false
+	}
+	return app, true
+}
+
+// periodAndApp reads both pickers; false when it answered.
+func (s *Server) periodAndApp(w http.ResponseWriter, r *http.Request, def string) (period, string, bool) {
+	p, ok := s.periodParam(w, r, def)
+	if !ok {
+		return p, "", false
+	}
+	app, ok := s.appParam(w, r)
+	return p, app, ok
+}
+
+func (s *Server) analystHome(w http.ResponseWriter, r *http.Request) {
+	p, app, ok := s.periodAndApp(w, r, "yesterday")
+	if !ok {
 		return
 	}
+	var err error
 	token := sessionOf(r).Token
 	ctx := r.Context()
 	var cur, prev upstream.Overview
@@ -367,14 +391,8 @@ type filterField struct {
 
 func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p, err := parsePeriod(q.Get("period"), "today", s.now())
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid", "Period: "+err.Error()+".")
-		return
-	}
-	api, err := filterQuery(q, p)
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid", err.Error()+".")
+	p, api, ok := s.eventQuery(w, r)
+	if !ok {
 		return
 	}
 	list := cloneValues(api)
@@ -393,7 +411,7 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) {
 	token := sessionOf(r).Token
 	var page upstream.EventPage
 	var mp upstream.MapData
-	err = parallel(
+	err := parallel(
 		func() (err error) { page, err = s.deps.Renderer.Events(r.Context(), token, list); return },
 		func() (err error) { mp, err = s.deps.Renderer.Map(r.Context(), token, mapQ); return },
 	)
@@ -427,6 +445,21 @@ func (s *Server) eventsPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "events", "All events", d, "", "")
 }
 
+// eventQuery reads All Events' period and filters into the API's query;
+// false when it answered.
+func (s *Server) eventQuery(w http.ResponseWriter, r *http.Request) (period, url.Values, bool) {
+	p, ok := s.periodParam(w, r, "today")
+	if !ok {
+		return p, nil, false
+	}
+	api, err := filterQuery(r.URL.Query(), p)
+	if err != nil {
+		s.fail(w, r, http.StatusBadRequest, "invalid", err.Error()+".")
+		return p, nil, false
+	}
+	return p, api, true
+}
+
 // exportMax bounds one CSV export (rows); the file says when it was cut.
 const exportMax = 10000
 
@@ -439,15 +472,8 @@ var personalFilters = map[string]bool{"device_id": true, "session_id": true, "us
 // (action ui.events_export, the filters without personal values) before the
 // first row leaves.
 func (s *Server) eventsExport(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p, err := parsePeriod(q.Get("period"), "today", s.now())
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid", "Period: "+err.Error()+".")
-		return
-	}
-	api, err := filterQuery(q, p)
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid", err.Error()+".")
+	p, api, ok := s.eventQuery(w, r)
+	if !ok {
 		return
 	}
 	api.Set("limit", "500")
@@ -537,12 +563,12 @@ func truncateUA(ua string) string {
 // to the home page's Latest Events, with the person's token. The browser's
 // EventSource reconnects by itself when the stream ends.
 func (s *Server) eventsLive(w http.ResponseWriter, r *http.Request) {
+	app, ok := s.appParam(w, r)
+	if !ok {
+		return
+	}
 	q := url.Values{}
-	if app := strings.TrimSpace(r.URL.Query().Get("app_id")); app != "" {
-		if !idPattern.MatchString(app) {
-			s.fail(w, r, http.StatusBadRequest, "invalid", "App: bad id.")
-			return
-		}
+	if app != "" {
 		q.Set("app_id", app)
 	}
 	resp, err := s.deps.Renderer.Stream(r.Context(), sessionOf(r).Token, q)
@@ -601,13 +627,12 @@ func (s *Server) timelinePage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "The id is not one the collector accepts.")
 		return
 	}
+	app, ok := s.appParam(w, r)
+	if !ok {
+		return
+	}
 	q := url.Values{}
-	app := strings.TrimSpace(r.URL.Query().Get("app_id"))
 	if app != "" {
-		if !idPattern.MatchString(app) {
-			s.fail(w, r, http.StatusBadRequest, "invalid", "App: bad id.")
-			return
-		}
 		q.Set("app_id", app)
 	}
 	tl, err := s.deps.Renderer.Timeline(r.Context(), sessionOf(r).Token, kind, id, q)
@@ -654,21 +679,14 @@ func (s *Server) threatReportPage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, http.StatusBadRequest, "invalid", "The threat type is not one the collector accepts.")
 		return
 	}
-	q := r.URL.Query()
-	p, err := parsePeriod(q.Get("period"), "7d", s.now())
-	if err != nil {
-		s.fail(w, r, http.StatusBadRequest, "invalid", "Period: "+err.Error()+".")
-		return
-	}
-	app := strings.TrimSpace(q.Get("app_id"))
-	if app != "" && !idPattern.MatchString(app) {
-		s.fail(w, r, http.StatusBadRequest, "invalid", "App: bad id.")
+	p, app, ok := s.periodAndApp(w, r, "7d")
+	if !ok {
 		return
 	}
 	token := sessionOf(r).Token
 	var rep upstream.ThreatReport
 	var all upstream.Overview
-	err = parallel(
+	err := parallel(
 		func() (err error) {
 			rep, err = s.deps.Renderer.ThreatReport(r.Context(), token, threat, p.query(app))
 			return
