@@ -117,6 +117,10 @@ func TestStore_WriteBatch(t *testing.T) {
 		{"ResendNextMonth", thisMonth.AddDate(0, -1, 0), thisMonth, 0},
 		{"ResendFromPreviousMonthStart", time.Date(now.Year(), now.Month()-1, 1, 0, 0, 0, 0, time.UTC), thisMonth.AddDate(0, 0, 20), 0},
 		{"ResendTwoMonthsLaterIsStoredAgain", thisMonth.AddDate(0, -2, 0), thisMonth, 1},
+		// Across the month boundary by a microsecond, both ways: a
+		// redelivered older copy meets the newer one stored first.
+		{"ResendAcrossMonthBoundary", thisMonth.Add(-12*time.Hour - time.Microsecond), thisMonth.Add(-12 * time.Hour), 0},
+		{"OlderCopyAfterNewer", thisMonth, thisMonth.AddDate(0, -1, 0), 0},
 	}
 	for _, tc := range resend {
 		t.Run(tc.name, func(t *testing.T) {
