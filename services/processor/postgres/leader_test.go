@@ -47,8 +47,8 @@ func TestLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	a := postgres.NewLeader(url, postgres.LockKey, poll, nil, log)
-	b := postgres.NewLeader(url, postgres.LockKey, poll, nil, log)
+	a := postgres.NewLeader(url, postgres.DefaultQueue, poll, nil, log)
+	b := postgres.NewLeader(url, postgres.DefaultQueue, poll, nil, log)
 	aRunning, aDone := runLeader(t, ctx, a)
 	aCtx := waitCtx(t, aRunning, "first replica")
 	if err := a.Ready(ctx); err != nil {
@@ -125,4 +125,33 @@ func TestLeader(t *testing.T) {
 			t.Fatalf("Run after cancel = %v, want nil", err)
 		}
 	})
+}
+
+// TestLeader_PerQueue checks one active processor per queue: the processors
+// of two shards' queues lead side by side, a second one of the same shard
+// waits.
+func TestLeader_PerQueue(t *testing.T) {
+	url, _ := pgtest.MustEventsDB(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const poll = 50 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	def := postgres.NewLeader(url, postgres.DefaultQueue, poll, nil, log)
+	s0 := postgres.NewLeader(url, "/queue/threatview.events.0", poll, nil, log)
+	s1 := postgres.NewLeader(url, "/queue/threatview.events.1", poll, nil, log)
+	s1b := postgres.NewLeader(url, "/queue/threatview.events.1", poll, nil, log)
+	for _, l := range []struct {
+		name string
+		l    *pipeline.Leader
+	}{{"the default queue's", def}, {"shard 0's", s0}, {"shard 1's", s1}} {
+		running, _ := runLeader(t, ctx, l.l)
+		waitCtx(t, running, l.name+" processor")
+	}
+	running, _ := runLeader(t, ctx, s1b)
+	time.Sleep(5 * poll)
+	select {
+	case <-running:
+		t.Fatal("a second processor of shard 1 leads beside the first")
+	default:
+	}
 }

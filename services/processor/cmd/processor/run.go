@@ -59,7 +59,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Name: "processor_events_held_late_total",
 		Help: "Events held in events.late_events: received for a month that was archived and dropped (archive them with archiver --late).",
 	}, func() float64 { return float64(store.HeldLate()) }))
-	leader := postgres.NewLeader(cfg.DatabaseURL, postgres.LockKey, cfg.LeaderPoll, metrics.Leader, log)
+	leader := postgres.NewLeader(cfg.DatabaseURL, cfg.Queue, cfg.LeaderPoll, metrics.Leader, log)
 	var sub atomic.Pointer[mq.Subscriber]
 	checks := map[string]httpserver.Check{
 		"postgres": store.Ping,
