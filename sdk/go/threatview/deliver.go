@@ -27,11 +27,11 @@ type answer struct {
 }
 
 // retryable reports whether the same request may be sent again: a
-// transport error, 429 or 5xx. The events carry their event_id, so a
+// transport error, 408, 429 or 5xx. The events carry their event_id, so a
 // request that was in fact accepted is stored once however often it is
 // sent.
 func (a answer) retryable() bool {
-	return a.err != nil || a.status == http.StatusTooManyRequests || a.status >= 500
+	return a.err != nil || a.status == http.StatusRequestTimeout || a.status == http.StatusTooManyRequests || a.status >= 500
 }
 
 // String describes a failed attempt.
