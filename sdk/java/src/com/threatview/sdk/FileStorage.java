@@ -1,6 +1,5 @@
 package com.threatview.sdk;
 
-import java.io.BufferedInputStream;
 import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.FileInputStream;
@@ -182,26 +181,45 @@ public final class FileStorage implements Storage {
     private InputStream openAt(long seg, long off) throws IOException {
         FileInputStream in = new FileInputStream(segFile(seg));
         in.getChannel().position(off);
-        return new BufferedInputStream(in, 64 << 10);
+        rpos = 0;
+        rlim = 0;
+        return in;
     }
 
     private byte[] line = new byte[1024];
     private int lineLen;
+    private final byte[] rbuf = new byte[64 << 10];
+    private int rpos;
+    private int rlim;
 
     /** readLine reads up to LF into a shared buffer; null at EOF (a line without LF is not returned). */
     private byte[] readLine(InputStream in) throws IOException {
         lineLen = 0;
-        int c;
-        while ((c = in.read()) >= 0) {
-            if (c == '\n') {
+        while (true) {
+            if (rpos == rlim) {
+                rlim = in.read(rbuf, 0, rbuf.length);
+                rpos = 0;
+                if (rlim <= 0) {
+                    rlim = 0;
+                    return null;
+                }
+            }
+            int i = rpos;
+            while (i < rlim && rbuf[i] != '\n') {
+                i++;
+            }
+            int n = i - rpos;
+            if (lineLen + n > line.length) {
+                line = Arrays.copyOf(line, Math.max(line.length * 2, lineLen + n));
+            }
+            System.arraycopy(rbuf, rpos, line, lineLen, n);
+            lineLen += n;
+            if (i < rlim) {
+                rpos = i + 1;
                 return line;
             }
-            if (lineLen == line.length) {
-                line = Arrays.copyOf(line, line.length * 2);
-            }
-            line[lineLen++] = (byte) c;
+            rpos = rlim;
         }
-        return null;
     }
 
     private int tab() {

@@ -9,6 +9,10 @@ import java.nio.charset.Charset;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.concurrent.Future;
 import java.util.List;
 import java.util.Map;
 import java.util.Random;
@@ -100,8 +104,9 @@ public final class ThreatView implements Closeable {
     private final AtomicLong throttled = new AtomicLong();
 
     private final ExecutorService executor;
-    private volatile Thread sender;
-    private volatile boolean senderPausing;
+    private final ExecutorService helpers; // the other requests of a group, when concurrency > 1
+    private final int concurrency;
+    private final Set<Thread> pausing = Collections.synchronizedSet(new HashSet<Thread>());
 
     private ThreatView(Builder b, Storage storage, Transport transport) {
         this.storage = storage;
@@ -125,6 +130,17 @@ public final class ThreatView implements Closeable {
         this.closeTimeoutMs = b.closeTimeoutMs;
         this.requestTimeoutMs = b.requestTimeoutMs;
         this.optOut = b.optOut;
+        this.concurrency = b.concurrency;
+        this.helpers = concurrency < 2 ? null : Executors.newFixedThreadPool(concurrency - 1, new ThreadFactory() {
+            private int n;
+
+            @Override
+            public synchronized Thread newThread(Runnable r) {
+                Thread t = new Thread(r, "threatview-sender-" + (++n));
+                t.setDaemon(true);
+                return t;
+            }
+        });
         // What an earlier run left in the queue counts against the caps and goes first.
         this.queued = storage.size();
         this.queuedBytes = storage.bytes();
@@ -369,6 +385,9 @@ public final class ThreatView implements Closeable {
         }
         wakeSender();
         executor.shutdown();
+        if (helpers != null) {
+            helpers.shutdown();
+        }
         try {
             executor.awaitTermination(requestTimeoutMs + 2000, TimeUnit.MILLISECONDS);
         } catch (InterruptedException e) {
@@ -402,9 +421,10 @@ public final class ThreatView implements Closeable {
     }
 
     private void wakeSender() {
-        Thread t = sender;
-        if (t != null && senderPausing) {
-            t.interrupt();
+        synchronized (pausing) {
+            for (Thread t : pausing) {
+                t.interrupt();
+            }
         }
     }
 
@@ -464,7 +484,6 @@ public final class ThreatView implements Closeable {
     // ---- the sender: reads batches from storage and delivers them ----
 
     private void sendLoop() {
-        sender = Thread.currentThread();
         while (true) {
             boolean clear = false;
             lock.lock();
@@ -556,7 +575,7 @@ public final class ThreatView implements Closeable {
     }
 
     private void sendBatch() throws IOException {
-        List<Storage.Entry> batch = storage.peek(MAX_BATCH_EVENTS, MAX_BATCH_BYTES);
+        List<Storage.Entry> batch = storage.peek(MAX_BATCH_EVENTS * concurrency, MAX_BATCH_BYTES * concurrency);
         if (batch.isEmpty()) {
             return;
         }
@@ -580,7 +599,7 @@ public final class ThreatView implements Closeable {
         if (expired != null) {
             drop(Drop.EXPIRED, eventIds(expired), expired.size(), 0, "", "older than the age cap");
         }
-        if (!deliver(live)) {
+        if (!deliverAll(live)) {
             return; // stopped or opted out: the batch stays queued
         }
         storage.remove(batch.size());
@@ -595,6 +614,49 @@ public final class ThreatView implements Closeable {
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * deliverAll cuts live into requests the collector takes (500 events,
+     * under 1 MiB) and delivers them side by side, up to concurrency at a
+     * time; true when each is resolved.
+     */
+    private boolean deliverAll(List<Storage.Entry> live) throws IOException {
+        List<List<Storage.Entry>> parts = new ArrayList<List<Storage.Entry>>();
+        List<Storage.Entry> cur = new ArrayList<Storage.Entry>();
+        long b = 0;
+        for (Storage.Entry e : live) {
+            if (!cur.isEmpty() && (cur.size() == MAX_BATCH_EVENTS || b + e.json.length > MAX_BATCH_BYTES)) {
+                parts.add(cur);
+                cur = new ArrayList<Storage.Entry>();
+                b = 0;
+            }
+            cur.add(e);
+            b += e.json.length;
+        }
+        parts.add(cur);
+        if (parts.size() == 1) {
+            return deliver(cur);
+        }
+        List<Future<Boolean>> others = new ArrayList<Future<Boolean>>();
+        for (int i = 1; i < parts.size(); i++) {
+            final List<Storage.Entry> p = parts.get(i);
+            others.add(helpers.submit(new Callable<Boolean>() {
+                @Override
+                public Boolean call() throws IOException {
+                    return deliver(p);
+                }
+            }));
+        }
+        boolean ok = deliver(parts.get(0));
+        for (Future<Boolean> f : others) {
+            try {
+                ok &= f.get();
+            } catch (Exception e) {
+                ok = false;
+            }
+        }
+        return ok;
     }
 
     /** deliver sends live until each event is delivered or dropped (true), or the SDK stops first (false). */
@@ -677,7 +739,8 @@ public final class ThreatView implements Closeable {
 
     /** pause waits between attempts; false when the SDK stopped or opted out meanwhile. */
     private boolean pause(long ms) {
-        senderPausing = true;
+        Thread me = Thread.currentThread();
+        pausing.add(me);
         try {
             if (!stopped && !optOut) {
                 clock.sleep(ms);
@@ -685,7 +748,7 @@ public final class ThreatView implements Closeable {
         } catch (InterruptedException e) {
             // close or opt-out
         } finally {
-            senderPausing = false;
+            pausing.remove(me);
         }
         return !stopped && !optOut;
     }
@@ -813,6 +876,7 @@ public final class ThreatView implements Closeable {
         private long minBackoffMs = 200;
         private long maxBackoffMs = 30000;
         private int maxAttempts;
+        private int concurrency = 2;
         private long closeTimeoutMs = 5000;
         private long requestTimeoutMs = 15000;
         private boolean optOut;
@@ -908,6 +972,12 @@ public final class ThreatView implements Closeable {
             return this;
         }
 
+        /** concurrency is how many requests may be in flight at once (default 2, at most 8). */
+        public Builder concurrency(int n) {
+            this.concurrency = n;
+            return this;
+        }
+
         /** closeTimeout is how long close tries to deliver (default 5 s). */
         public Builder closeTimeout(long time, TimeUnit unit) {
             this.closeTimeoutMs = unit.toMillis(time);
@@ -950,8 +1020,8 @@ public final class ThreatView implements Closeable {
             }
             if (flushAt < 1 || flushAt > MAX_BATCH_EVENTS || maxQueueEvents < 1 || maxQueueBytes < MAX_EVENT_BYTES
                     || flushIntervalMs < 0 || minBackoffMs < 1 || maxBackoffMs < minBackoffMs || maxAttempts < 0
-                    || maxMemoryBytes < MAX_EVENT_BYTES || maxEventAgeMs < 0) {
-                throw new IllegalArgumentException("threatview: flushAt must be 1-500, caps at least one event, backoff min>0 and max>=min");
+                    || maxMemoryBytes < MAX_EVENT_BYTES || maxEventAgeMs < 0 || concurrency < 1 || concurrency > 8) {
+                throw new IllegalArgumentException("threatview: flushAt must be 1-500, concurrency 1-8, caps at least one event, backoff min>0 and max>=min");
             }
             Storage s = storage;
             if (s == null) {

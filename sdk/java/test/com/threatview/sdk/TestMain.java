@@ -43,9 +43,12 @@ public final class TestMain {
 
     public static void main(String[] args) {
         boolean unitOnly = false;
+        boolean bench = false;
         String filter = null;
         for (int i = 0; i < args.length; i++) {
-            if ("-unit".equals(args[i])) {
+            if ("-bench".equals(args[i])) {
+                bench = true;
+            } else if ("-unit".equals(args[i])) {
                 unitOnly = true;
             } else if ("-run".equals(args[i]) && i + 1 < args.length) {
                 filter = args[++i];
@@ -53,7 +56,10 @@ public final class TestMain {
         }
         UnitTests.register();
         VectorTests.register();
-        if (!unitOnly) {
+        FloodTests.register();
+        if (bench) {
+            BenchTests.register();
+        } else if (!unitOnly) {
             E2ETests.register();
         }
         int passed = 0;

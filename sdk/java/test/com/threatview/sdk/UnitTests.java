@@ -378,19 +378,10 @@ final class UnitTests {
                     th.join();
                 }
                 check(tv.flush(20, TimeUnit.SECONDS), "flush timed out");
-                // Distinct ids, each (thread, j) once, in order per thread.
+                // Distinct ids, each (thread, j) once (two requests may be in flight: no order across them).
                 Set<String> ids = new HashSet<String>();
                 Set<String> seen = new HashSet<String>();
-                int[] next = new int[threads];
-                List<String> firstIds = new ArrayList<String>();
-                synchronized (t.reqs) {
-                    for (Req r : t.reqs) {
-                        if (firstIds.contains(r.key)) {
-                            continue; // a failed attempt's retry carries the same key; count the batch once
-                        }
-                        firstIds.add(r.key);
-                    }
-                }
+                // A failed attempt and its retry carry the same key: count each batch once.
                 Map<String, Req> lastByKey = new LinkedHashMap<String, Req>();
                 synchronized (t.reqs) {
                     for (Req r : t.reqs) {
@@ -403,8 +394,6 @@ final class UnitTests {
                         int k = Integer.parseInt(((String) e.get("type")).substring(1));
                         int j = ((Number) ((Map<?, ?>) e.get("attributes")).get("j")).intValue();
                         check(seen.add(k + "/" + j), "event %d/%d twice", k, j);
-                        check(j == next[k], "thread %d: event %d after %d (out of order)", k, j, next[k] - 1);
-                        next[k]++;
                     }
                 }
                 eq(ids.size(), threads * per, "distinct events delivered");
@@ -431,7 +420,7 @@ final class UnitTests {
                     took[i] = System.nanoTime() - t0;
                 }
                 // Every enqueue returned while the one request hangs, and each was accepted.
-                check(t.reqs.size() == 1, "requests while stuck = %d", t.reqs.size());
+                check(t.reqs.size() <= 2, "requests while stuck = %d, want at most the two in flight", t.reqs.size());
                 eq(tv.stats().queued, 20000L, "queued while stuck");
                 check(!tv.flush(100, TimeUnit.MILLISECONDS), "flush returned true while the collector is stuck");
                 hold.countDown();
