@@ -90,6 +90,8 @@ export interface Config {
   storageKey?: string;
   /** Send when this many events are queued (default 100, at most 500). */
   flushAt?: number;
+  /** How many requests may be in flight at once (default 2, at most 8). */
+  concurrency?: number;
   /** The most events one request carries (default and at most 500, the collector's limit). */
   maxBatchEvents?: number;
   /** Send what is queued at least this often (default 5,000 ms). */
@@ -167,6 +169,14 @@ interface Entry {
 interface Segment {
   key: string;
   live: number;
+}
+
+// Batch is a request's events, its Idempotency-Key (the same on every
+// retry) and its failed attempts so far.
+interface Batch {
+  entries: Entry[];
+  key: string;
+  attempt: number;
 }
 
 // Outcome is what one attempt came to.
@@ -282,6 +292,7 @@ export class ThreatView {
   private readonly prefix: string;
   private readonly flushAt: number;
   private readonly maxBatch: number;
+  private readonly concurrency: number;
   private readonly flushIntervalMs: number;
   private readonly maxEvents: number;
   private readonly maxBytes: number;
@@ -297,25 +308,23 @@ export class ThreatView {
   private readonly clock: Clock;
   private readonly random: () => number;
 
-  // The queue: q[head:] in the order queued; the batch being sent is out of it.
+  // The queue: q[head:] in the order queued; the batches being sent are out of it.
   private q: Entry[] = [];
   private head = 0;
-  private batch: Entry[] | null = null;
-  private batchKey = "";
-  private attempt = 0;
+  private inflight: Batch[] = [];
+  private workers = 0;
   private pendingBytes = 0;
   private seq = 0;
   private loaded = false;
   private optedOut: boolean;
   private closed = false;
   private force = false; // send what is queued without waiting for flushAt
-  private pumping = false;
   private intervalTimer: unknown = null;
   private persistTimer: unknown = null;
   private unpersisted = 0;
   private persistQueued = false;
-  private sleeping: { timer: unknown; wake: () => void } | null = null;
-  private abort: AbortController | null = null;
+  private sleepers = new Set<() => void>();
+  private aborts = new Set<AbortController>();
   private storageChain: Promise<void> = Promise.resolve();
   private waiters: Array<{ seq: number; done: (ok: boolean) => void }> = [];
   private readonly counters = { queued: 0, delivered: 0, dropped: 0, requests: 0, retries: 0, throttled: 0, storageErrors: 0 };
@@ -331,6 +340,7 @@ export class ThreatView {
     this.storage = cfg.storage ?? memoryStorage();
     this.prefix = (cfg.storageKey ?? "threatview") + ".";
     this.flushAt = clamp(cfg.flushAt, 100, 1, maxBatchEvents);
+    this.concurrency = clamp(cfg.concurrency, 2, 1, 8);
     this.maxBatch = clamp(cfg.maxBatchEvents, maxBatchEvents, 1, maxBatchEvents);
     this.flushIntervalMs = clamp(cfg.flushIntervalMs, 5000, 0, 24 * 3600e3);
     this.maxEvents = clamp(cfg.maxEvents, 10000, 1, Number.MAX_SAFE_INTEGER);
@@ -421,8 +431,7 @@ export class ThreatView {
     const ok = await this.flush(timeoutMs);
     this.closed = true;
     this.stopTimers();
-    this.abort?.abort();
-    this.sleeping?.wake();
+    this.wakeAll();
     if (!ok) {
       if (this.durable) {
         this.persistNow();
@@ -444,8 +453,7 @@ export class ThreatView {
   optOut(): void {
     try {
       this.optedOut = true;
-      this.abort?.abort();
-      this.sleeping?.wake();
+      this.wakeAll();
       const left = this.takeAll();
       this.resolve(left);
       if (left.length > 0) this.report({ reason: "opted_out", count: left.length, eventIds: left.map((e) => e.id) });
@@ -470,7 +478,7 @@ export class ThreatView {
 
   /** stats returns the client's counters. */
   stats(): Stats {
-    const pending = this.q.length - this.head + (this.batch?.length ?? 0);
+    const pending = this.q.length - this.head + this.inflightCount();
     return { ...this.counters, pending, bytes: this.pendingBytes, lastError: this.lastError };
   }
 
@@ -507,7 +515,7 @@ export class ThreatView {
   // enforceCaps drops the oldest queued events (not the batch in flight)
   // until the queue is within its caps.
   private enforceCaps(reason: DropReason | null): void {
-    let n = this.q.length - this.head + (this.batch?.length ?? 0);
+    let n = this.q.length - this.head + this.inflightCount();
     const gone: Entry[] = [];
     while ((n > this.maxEvents || this.pendingBytes > this.maxBytes) && this.head < this.q.length) {
       const e = this.q[this.head++];
@@ -532,8 +540,8 @@ export class ThreatView {
   // schedule starts sending when enough is queued, else makes sure the
   // interval will.
   private schedule(): void {
-    if (this.pumping || this.optedOut || this.closed) return;
-    if (this.q.length - this.head >= this.flushAt || this.force) {
+    if (this.optedOut || this.closed) return;
+    if (this.due()) {
       this.pump();
       return;
     }
@@ -546,34 +554,43 @@ export class ThreatView {
     }
   }
 
-  private pump(): void {
-    if (this.pumping || !this.loaded || this.optedOut) return;
-    this.pumping = true;
-    void this.run().finally(() => {
-      this.pumping = false;
-      if (this.q.length === this.head && !this.batch) this.force = false;
-      this.notify(false);
-      if (!this.closed) this.schedule();
-    });
+  private due(): boolean {
+    const n = this.q.length - this.head;
+    return n > 0 && (this.force || n >= this.flushAt);
   }
 
-  // run sends batches while there is something due.
+  // pump starts senders, up to concurrency, while batches are due.
+  private pump(): void {
+    while (this.workers < this.concurrency && this.loaded && !this.optedOut && !this.closed && this.due()) {
+      this.workers++;
+      void this.run().finally(() => {
+        this.workers--;
+        if (this.q.length === this.head && this.inflight.length === 0) this.force = false;
+        this.notify(false);
+        if (!this.closed) this.schedule();
+      });
+    }
+  }
+
+  // run is one sender: it sends batches while there is something due.
   private async run(): Promise<void> {
+    let b: Batch | null = null;
     for (;;) {
       if (this.optedOut || this.closed) return;
-      if (!this.batch) {
-        if (this.q.length === this.head || (!this.force && this.q.length - this.head < this.flushAt)) return;
-        this.batch = this.take();
-        if (!this.batch) continue;
-        this.batchKey = "tv-" + uuidv7(this.clock.now());
-        this.attempt = 0;
+      if (!b) {
+        if (!this.due()) return;
+        const entries = this.take();
+        if (!entries) continue;
+        b = { entries, key: "tv-" + uuidv7(this.clock.now()), attempt: 0 };
+        this.inflight.push(b);
       }
-      const batch = this.batch;
-      const out = await this.send(batch);
-      if (this.batch !== batch || this.closed) return; // opted out or shut down meanwhile
-      this.attempt++;
+      const batch = b.entries;
+      const out = await this.send(b);
+      if (!this.inflight.includes(b) || this.closed) return; // opted out or shut down meanwhile
+      b.attempt++;
       if (out.kind === "deliver") {
-        this.batch = null;
+        this.settle(b);
+        b = null;
         this.counters.delivered += batch.length;
         this.resolve(batch);
       } else if (out.kind === "drop") {
@@ -581,30 +598,51 @@ export class ThreatView {
         const rest = out.index >= 0 ? batch.filter((_, i) => i !== out.index) : [];
         this.resolve(gone);
         this.report({ reason: "rejected", count: gone.length, eventIds: gone.map((e) => e.id), status: out.status, code: out.code, message: out.message });
-        this.batch = rest.length > 0 ? rest : null;
-        this.batchKey = "tv-" + uuidv7(this.clock.now()); // a new request: its own key
-        this.attempt = 0;
+        if (rest.length > 0) {
+          b.entries = rest;
+          b.key = "tv-" + uuidv7(this.clock.now()); // a new request: its own key
+          b.attempt = 0;
+        } else {
+          this.settle(b);
+          b = null;
+        }
       } else {
         this.lastError = out.message;
         if (out.throttled) this.counters.throttled++;
-        if (this.maxAttempts > 0 && this.attempt >= this.maxAttempts) {
-          this.batch = null;
+        if (this.maxAttempts > 0 && b.attempt >= this.maxAttempts) {
+          this.settle(b);
+          b = null;
           this.resolve(batch);
           this.report({ reason: "retries_exhausted", count: batch.length, eventIds: batch.map((e) => e.id), status: out.status, message: out.message });
         } else {
           this.counters.retries++;
-          await this.sleep(this.backoff(out.afterMs));
+          await this.sleep(this.backoff(b.attempt, out.afterMs));
         }
       }
       this.notify(false);
     }
   }
 
+  private settle(b: Batch): void {
+    this.inflight = this.inflight.filter((x) => x !== b);
+  }
+
+  private inflightCount(): number {
+    let n = 0;
+    for (const b of this.inflight) n += b.entries.length;
+    return n;
+  }
+
+  private wakeAll(): void {
+    for (const ac of this.aborts) ac.abort();
+    for (const wake of [...this.sleepers]) wake();
+  }
+
   // backoff is the wait before the next attempt: exponential, jittered
   // between half and all of it, and never shorter than Retry-After (plus
   // up to 10 %).
-  private backoff(retryAfter: number): number {
-    const exp = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(30, this.attempt - 1));
+  private backoff(attempt: number, retryAfter: number): number {
+    const exp = Math.min(this.maxBackoffMs, this.minBackoffMs * 2 ** Math.min(30, attempt - 1));
     let wait = exp / 2 + (this.random() * exp) / 2;
     if (retryAfter >= 0) wait = Math.max(wait, retryAfter * (1 + this.random() * 0.1));
     return Math.ceil(wait);
@@ -613,13 +651,11 @@ export class ThreatView {
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const wake = () => {
-        if (this.sleeping?.wake === wake) {
-          this.clock.clearTimeout(this.sleeping.timer);
-          this.sleeping = null;
-        }
+        if (this.sleepers.delete(wake)) this.clock.clearTimeout(timer);
         resolve();
       };
-      this.sleeping = { timer: this.clock.setTimeout(wake, ms), wake };
+      const timer = this.clock.setTimeout(wake, ms);
+      this.sleepers.add(wake);
     });
   }
 
@@ -653,15 +689,16 @@ export class ThreatView {
   }
 
   private takeAll(): Entry[] {
-    const left = (this.batch ?? []).concat(this.q.slice(this.head));
-    this.batch = null;
+    const left = this.inflight.flatMap((b) => b.entries).concat(this.q.slice(this.head));
+    this.inflight = [];
     this.q = [];
     this.head = 0;
     return left;
   }
 
   // send makes one attempt at a batch.
-  private async send(batch: Entry[]): Promise<Outcome> {
+  private async send(b: Batch): Promise<Outcome> {
+    const batch = b.entries;
     const sentAt = '{"sent_at":"' + new Date(this.clock.now()).toISOString() + '",';
     let text = '{"events":[';
     for (let i = 0; i < batch.length; i++) {
@@ -672,7 +709,7 @@ export class ThreatView {
     const headers: Record<string, string> = {
       "Content-Type": "application/json",
       Authorization: "Bearer " + this.token,
-      "Idempotency-Key": this.batchKey,
+      "Idempotency-Key": b.key,
     };
     let body: string | Uint8Array = text;
     if (this.compress && typeof TextEncoder === "function") {
@@ -685,7 +722,7 @@ export class ThreatView {
     }
     this.counters.requests++;
     const ac = typeof AbortController === "function" ? new AbortController() : null;
-    this.abort = ac;
+    if (ac) this.aborts.add(ac);
     const timer = this.clock.setTimeout(() => ac?.abort(), this.timeoutMs);
     try {
       const res = await this.fetchFn(this.url, { method: "POST", headers, body: body as BodyInit, signal: ac?.signal });
@@ -695,7 +732,7 @@ export class ThreatView {
       return { kind: "retry", afterMs: -1, status: 0, message: "network: " + String((err as Error)?.message ?? err), throttled: false };
     } finally {
       this.clock.clearTimeout(timer);
-      if (this.abort === ac) this.abort = null;
+      if (ac) this.aborts.delete(ac);
     }
   }
 
@@ -722,7 +759,7 @@ export class ThreatView {
 
   private resolvedUpTo(seq: number): boolean {
     if (!this.loaded && !this.optedOut && !this.closed) return false;
-    if (this.batch && this.batch[0].seq <= seq) return false;
+    for (const b of this.inflight) if (b.entries[0].seq <= seq) return false;
     return this.head === this.q.length || this.q[this.head].seq > seq;
   }
 
@@ -795,25 +832,25 @@ export class ThreatView {
   // hold some, the queue's tail the others) in segments of at most 256 KiB.
   // Segments are cut before the first await: the queue moves meanwhile.
   private async writeTail(s: Storage): Promise<void> {
-    // The batch's events get a segment of their own, so the events dropped
-    // from the queue's head meanwhile do not keep it.
-    const todo: Entry[] = [];
-    for (const e of this.batch ?? []) if (e.seg === null) todo.push(e);
-    const cut = todo.length;
+    // A batch's events get segments of their own, so the events dropped
+    // from the queue's head meanwhile do not keep them.
+    const groups = this.inflight.map((b) => b.entries.filter((e) => e.seg === null));
     let from = this.q.length;
     while (from > this.head && this.q[from - 1].seg === null) from--;
-    for (let i = from; i < this.q.length; i++) todo.push(this.q[i]);
+    groups.push(this.q.slice(from));
     const segs: Array<{ seg: Segment; text: string }> = [];
-    for (let i = 0; i < todo.length; ) {
-      const seg: Segment = { key: this.prefix + "q." + uuidv7(this.clock.now()), live: 0 };
-      let text = "";
-      while (i < todo.length && (text === "" || (text.length + todo[i].bytes < maxSegmentBytes && i !== cut))) {
-        const e = todo[i++];
-        e.seg = seg;
-        seg.live++;
-        text += e.t + " " + e.json + "\n";
+    for (const todo of groups) {
+      for (let i = 0; i < todo.length; ) {
+        const seg: Segment = { key: this.prefix + "q." + uuidv7(this.clock.now()), live: 0 };
+        let text = "";
+        while (i < todo.length && (text === "" || text.length + todo[i].bytes < maxSegmentBytes)) {
+          const e = todo[i++];
+          e.seg = seg;
+          seg.live++;
+          text += e.t + " " + e.json + "\n";
+        }
+        segs.push({ seg, text });
       }
-      segs.push({ seg, text });
     }
     for (const { seg, text } of segs) {
       if (seg.live > 0) await s.setItem(seg.key, text);

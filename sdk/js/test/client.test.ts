@@ -342,3 +342,34 @@ test("the batch in flight is stored too: a crash while sending loses nothing", a
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("at most concurrency requests are in flight; flush waits for all of them", async () => {
+  const clock = new FakeClock();
+  const open: Array<() => void> = [];
+  let most = 0;
+  let sent = 0;
+  const tv = new ThreatView({
+    endpoint: "http://collector.test", token: "t", app: { id: "demo-app" }, compress: false, clock,
+    flushAt: 10, maxBatchEvents: 10, concurrency: 2,
+    fetch: (async () => {
+      sent++;
+      await new Promise<void>((r) => open.push(r));
+      return new Response('{"accepted":10,"ids":[]}', { status: 202 });
+    }) as typeof fetch,
+  });
+  await settle();
+  for (let i = 0; i < 50; i++) tv.enqueue(ev(i));
+  let done = false;
+  void tv.flush().then(() => (done = true));
+  for (let round = 0; round < 10 && !done; round++) {
+    await settle();
+    most = Math.max(most, open.length);
+    open.splice(0).forEach((r) => r());
+  }
+  await settle();
+  assert.equal(done, true);
+  assert.equal(sent, 5);
+  assert.equal(most, 2);
+  assert.equal(tv.stats().delivered, 50);
+  await tv.shutdown();
+});
