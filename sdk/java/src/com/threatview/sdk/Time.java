@@ -6,11 +6,15 @@ final class Time {
 
     /** rfc3339 formats ms since the epoch as 2006-01-02T15:04:05.000Z. */
     static String rfc3339(long ms) {
-        long days = Math.floorDiv(ms, 86400000L);
-        long msOfDay = Math.floorMod(ms, 86400000L);
+        // Math.floorDiv is Java 8 but Android API 24: floor by hand for API 21.
+        long days = ms / 86400000L;
+        if (ms % 86400000L < 0) {
+            days--;
+        }
+        long msOfDay = ms - days * 86400000L;
         // Days to civil date (Howard Hinnant's algorithm).
         long z = days + 719468;
-        long era = Math.floorDiv(z, 146097);
+        long era = (z >= 0 ? z : z - 146096) / 146097;
         long doe = z - era * 146097;
         long yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
         long y = yoe + era * 400;
