@@ -309,7 +309,8 @@ type Checkpointer struct {
 	// OnRefusal, when set, sees each refusal (ErrNotExtension) (metrics).
 	OnRefusal func(err error)
 	// Timeout bounds one checkpoint (default 30 s), so a stalled object
-	// store delays checkpoints instead of stopping them for good.
+	// store delays checkpoints instead of stopping them for good; one that
+	// may compute the genesis gets at least 10 minutes.
 	Timeout time.Duration
 
 	mu     sync.Mutex
@@ -497,6 +498,17 @@ func (c *Checkpointer) once(ctx context.Context, now time.Time) (*Checkpoint, er
 	return &cp, nil
 }
 
+// genesisTimeout bounds a checkpoint that computes the genesis.
+const genesisTimeout = 10 * time.Minute
+
+// genesisPending reports whether the next checkpoint may compute the
+// genesis (no signed one is known yet).
+func (c *Checkpointer) genesisPending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.head == nil || c.head.Genesis == nil
+}
+
 // Run makes a checkpoint every interval until ctx ends, then one last one
 // (with a fresh short context) at shutdown.
 func (c *Checkpointer) Run(ctx context.Context, every time.Duration) {
@@ -515,6 +527,11 @@ func (c *Checkpointer) Run(ctx context.Context, every time.Duration) {
 			timeout := c.Timeout
 			if timeout <= 0 {
 				timeout = 30 * time.Second
+			}
+			if c.genesisPending() {
+				// The first checkpoint to sign the genesis reads every row
+				// from before the trail once (millions after an upgrade).
+				timeout = max(timeout, genesisTimeout)
 			}
 			octx, cancel := context.WithTimeout(ctx, timeout)
 			_, err := c.Once(octx, time.Now())

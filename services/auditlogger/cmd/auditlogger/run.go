@@ -66,6 +66,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 		if st != nil {
 			tr.Ref = trail.StoreReference{Store: st}
+		} else {
+			log.Warn("no object store for the audit trail (AUDIT_TRAIL_DIR, AUDIT_TRAIL_S3_BUCKET): every verification reports it unanchored")
 		}
 	}
 	api := httpapi.New(pub, store, httpapi.Options{
