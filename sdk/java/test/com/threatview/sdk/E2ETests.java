@@ -176,6 +176,63 @@ final class E2ETests {
             }
         });
 
+        test("E2E/killed mid-send: the next process sends the rest, every event once", new Body() {
+            public void run() throws Exception {
+                need();
+                final long t0 = System.currentTimeMillis();
+                StormProxy proxy = new StormProxy(collector, new StormProxy.Plan() {
+                    public StormProxy.Mode mode(int n) {
+                        return StormProxy.Mode.SLOW;
+                    }
+                });
+                File dir = tempDir("killed");
+                String run = "crash-" + Long.toHexString(System.nanoTime());
+                int n = 3000;
+                String java = System.getProperty("java.home") + File.separator + "bin" + File.separator + "java";
+                ProcessBuilder pb = new ProcessBuilder(java, "-Xmx64m", "-cp", System.getProperty("java.class.path"),
+                        "com.threatview.sdk.CrashChild", proxy.url(), token, app, dir.getPath(), run, Integer.toString(n));
+                pb.redirectErrorStream(true);
+                Process child = pb.start();
+                java.io.BufferedReader out = new java.io.BufferedReader(new java.io.InputStreamReader(child.getInputStream(), UTF8));
+                String line = out.readLine();
+                check(line != null && line.startsWith("queued"), "child said %s", line);
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                while (proxy.requests.get() < 6 && System.nanoTime() < deadline) {
+                    Thread.sleep(20);
+                }
+                child.destroyForcibly(); // SIGKILL: no close, requests in flight cut off
+                check(child.waitFor(10, TimeUnit.SECONDS), "child did not die");
+                int sentBefore = proxy.requests.get();
+                proxy.close();
+                Drops d = new Drops();
+                ThreatView tv = ThreatView.builder().endpoint(collector).token(token).app(app, "1.0.0").queueDir(dir).onDrop(d)
+                        .flushAt(500).build();
+                long left = tv.stats().queued;
+                check(left > 0 && left < n, "left in the queue after the kill: %d of %d", left, n);
+                check(tv.flush(60, TimeUnit.SECONDS), "flush timed out");
+                Stats st = tv.stats();
+                tv.close();
+                eq(d.all.size(), 0, "drops " + d.all);
+                String sql = "select count(*), count(distinct payload->'attributes'->>'i') from events.events where app_id = '"
+                        + app.replace("'", "''") + "' and received_at >= to_timestamp(" + (t0 / 1000 - 60) + ") and payload->'attributes'->>'run' = '" + run + "';";
+                String got = "";
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(90);
+                while (System.nanoTime() < until) {
+                    got = psql(sql).replace('|', ' ');
+                    if (got.startsWith(n + " ")) {
+                        Thread.sleep(1000);
+                        got = psql(sql).replace('|', ' ');
+                        break;
+                    }
+                    Thread.sleep(500);
+                }
+                System.out.printf("    first process: %d requests before SIGKILL; %d events left in the queue, sent by the next in %d requests%n",
+                        sentBefore, left, st.requests);
+                eq(got, n + " " + n, "rows and distinct events stored");
+                deleteTree(dir);
+            }
+        });
+
         test("E2E/unknown token: 401 dropped, never retried", new Body() {
             public void run() throws Exception {
                 need();

@@ -26,7 +26,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * closed before or after forwarding. One request per connection.
  */
 final class StormProxy implements Closeable {
-    enum Mode { UNAVAILABLE, FORWARD_THEN_503, FORWARD_THEN_DROP, DROP, FORWARD }
+    enum Mode { UNAVAILABLE, FORWARD_THEN_503, FORWARD_THEN_DROP, DROP, FORWARD, SLOW }
 
     interface Plan {
         Mode mode(int n);
@@ -123,6 +123,13 @@ final class StormProxy implements Closeable {
                 return; // closed without an answer
             default:
                 break;
+        }
+        if (m == Mode.SLOW) {
+            try {
+                Thread.sleep(300);
+            } catch (InterruptedException e) {
+                return;
+            }
         }
         HttpURLConnection c = (HttpURLConnection) new URL(upstream + path).openConnection();
         c.setRequestMethod("POST");
