@@ -194,10 +194,12 @@ ensure_dirs() {
 # /usr/bin/chromium headless; the fonts match the charts' Liberation Sans).
 # rsyslog + rsyslog-openssl: the alerts service's syslog forwarding is tested
 # against a private rsyslogd with TLS (services/alerts/internal/rsyslogtest).
+# exim4-daemon-light: its email with STARTTLS against a private Exim
+# (services/alerts/internal/eximtest).
 # libxstream-java: the broker writes its statistics plugin's answers as XML with XStream
 # (STOMP transformation jms-map-xml, read by the collector's broker_* metrics); Debian's
 # activemq package does not ship it.
-PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq libxstream-java curl gcc libc6-dev chromium fonts-liberation rsyslog rsyslog-openssl)
+PKGS=(postgresql postgresql-contrib mariadb-server mariadb-client activemq libxstream-java curl gcc libc6-dev chromium fonts-liberation rsyslog rsyslog-openssl exim4-daemon-light)
 
 pkg_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 

@@ -6,9 +6,6 @@ package alerts
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"threatview/alerts/notify"
 	"threatview/alerts/rsyslogtest"
 	"threatview/e2e/internal/e2etest"
 	"threatview/platform/testenv"
@@ -114,12 +112,12 @@ type delivery struct {
 
 func (h *webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
-	m := hmac.New(sha256.New, []byte(h.secret))
-	m.Write(b)
 	var d delivery
 	_ = json.Unmarshal(b, &d)
 	d.ID, d.At = r.Header.Get("X-ThreatView-Delivery"), time.Now()
-	d.SigValid = r.Header.Get("X-ThreatView-Signature") == "sha256="+hex.EncodeToString(m.Sum(nil))
+	// As a receiver checks it (docs/siem.md): the time within 5 minutes,
+	// the delivery id and the body signed together.
+	d.SigValid = notify.Verify(h.secret, r.Header.Get("X-ThreatView-Signature"), d.ID, b, time.Now(), notify.VerifyWindow) == nil
 	h.mu.Lock()
 	h.got = append(h.got, d)
 	h.mu.Unlock()
@@ -254,7 +252,7 @@ func TestForwarding_ThroughCollector(t *testing.T) {
 func TestAlerts_CountryScope(t *testing.T) {
 	env := e2etest.MustEnv(t)
 	app := e2etest.NewApp(t, env, "geo")
-	hook := &webhook{secret: "geo-secret"}
+	hook := &webhook{secret: "geo-secret-of-at-least-32-bytes!"}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 	rule := func(name, country, os string) string {

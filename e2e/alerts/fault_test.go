@@ -21,7 +21,7 @@ import (
 func TestFault_AlertAcrossKill9(t *testing.T) {
 	env := e2etest.MustEnv(t)
 	app := e2etest.NewApp(t, env, "alert")
-	hook := &webhook{secret: "e2e-secret"}
+	hook := &webhook{secret: "e2e-secret-of-at-least-32-bytes!"}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 	t.Cleanup(func() { testenv.Stack(t, "start", "alerts") })

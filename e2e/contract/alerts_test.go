@@ -17,7 +17,7 @@ func TestConformance_Alerts(t *testing.T) {
 	c := newCaller(t, "alerts", testenv.MustEnv(t, "THREATVIEW_ALERTS_URL"))
 	c.ops()
 	st, b := c.call(true, http.MethodPost, "/v1/alert-rules", env.AdminKey, []byte(`{"name":"contract","app_id":"contract-app",
-		"threat":"hooking","window_seconds":300,"threshold":50,"channel":{"type":"webhook","url":"http://127.0.0.1:9/hook","secret":"k"}}`), nil)
+		"threat":"hooking","window_seconds":300,"threshold":50,"channel":{"type":"webhook","url":"http://127.0.0.1:9/hook","secret":"contract-secret-of-at-least-32-bytes"}}`), nil)
 	c.want("POST /v1/alert-rules", st, 201, b)
 	var rule struct{ ID string }
 	_ = json.Unmarshal(b, &rule)

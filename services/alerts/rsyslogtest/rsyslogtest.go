@@ -61,7 +61,7 @@ func Start(tb testing.TB, tls bool) *Server {
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "global(workDirectory=%q maxMessageSize=\"64k\")\n", filepath.Join(dir, "work"))
 	if tls {
-		ca, cert, key := certs(tb)
+		ca, cert, key := Certs(tb)
 		s.CAPEM = string(ca)
 		for name, b := range map[string][]byte{"ca.pem": ca, "cert.pem": cert, "key.pem": key} {
 			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
@@ -81,35 +81,44 @@ func Start(tb testing.TB, tls bool) *Server {
 	if err := os.WriteFile(cfgPath, []byte(conf.String()), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	out := &testenv.SyncBuffer{}
 	s.cmd = exec.Command(bin, "-n", "-f", cfgPath, "-i", filepath.Join(dir, "rsyslogd.pid"))
-	s.cmd.Stdout, s.cmd.Stderr = out, out
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.cmd.Start(); err != nil {
-		tb.Fatalf("start rsyslogd: %v", err)
+	Run(tb, s.cmd, "rsyslogd", s.Addr)
+	return s
+}
+
+// Run starts cmd (a test's private server) in a process group of its own,
+// stops the group at cleanup (SIGTERM, SIGKILL after 10 s), and waits until
+// addr takes connections; it fails the test with the server's output when
+// the server exits first.
+func Run(tb testing.TB, cmd *exec.Cmd, name, addr string) {
+	tb.Helper()
+	out := &testenv.SyncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
 	}
 	tb.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		done := make(chan struct{})
-		go func() { _ = s.cmd.Wait(); close(done) }()
+		go func() { _ = cmd.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(10 * time.Second):
-			_ = s.cmd.Process.Kill()
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-done
 		}
 	})
-	testenv.MustPing(tb, 15*time.Second, "rsyslogd on "+s.Addr, func() error {
-		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	testenv.MustPing(tb, 15*time.Second, name+" on "+addr, func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
-			if s.cmd.ProcessState != nil {
-				tb.Fatalf("rsyslogd exited: %s", out)
+			if cmd.ProcessState != nil {
+				tb.Fatalf("%s exited: %s", name, out)
 			}
 			return err
 		}
 		return c.Close()
 	})
-	return s
 }
 
 var eventID = regexp.MustCompile(`event_id="([0-9a-f-]{36})"`)
@@ -135,8 +144,9 @@ func (s *Server) Received(tb testing.TB) (map[string]int, []string) {
 	return ids, lines
 }
 
-// certs makes a CA and a server certificate for 127.0.0.1 and localhost.
-func certs(tb testing.TB) (caPEM, certPEM, keyPEM []byte) {
+// Certs makes a CA and a server certificate for 127.0.0.1 and localhost
+// (PEM), for the tests' private servers (rsyslogd here, Exim in eximtest).
+func Certs(tb testing.TB) (caPEM, certPEM, keyPEM []byte) {
 	tb.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "threatview test CA"},
