@@ -59,11 +59,32 @@ var reference = map[string]struct {
 // requests are the chart's own and are not part of the reference's totals.
 var beyondReference = map[string]bool{"privacy": true, "alerts": true}
 
+// trailStore is the values file with the checkpoint store a set that names
+// none is given: with the audit trail on (the default) the chart refuses to
+// render without one (TestChart_AuditTrailNeedsExternalStore).
+var trailStore = filepath.Join("testdata", "trail-store.yaml")
+
+// hasTrailStore tells whether vals choose a checkpoint store or turn the
+// trail off.
+func hasTrailStore(vals map[string]any) bool {
+	t, _ := vals["auditTrail"].(map[string]any)
+	s3, _ := t["s3"].(map[string]any)
+	return t["enabled"] == false || s3["enabled"] == true || (t["dir"] != nil && t["volume"] != nil)
+}
+
 // valueSets are the values files the chart must lint and render with: the
-// defaults, every ci/*.yaml and the EKS example.
+// defaults, every ci/*.yaml and the EKS example, each with trailStore first
+// when it names no checkpoint store.
 func valueSets(t *testing.T) map[string][]string {
 	t.Helper()
 	sets := map[string][]string{"defaults": nil}
+	defer func() {
+		for name, files := range sets {
+			if !hasTrailStore(readValues(t, files...)) {
+				sets[name] = append([]string{trailStore}, files...)
+			}
+		}
+	}()
 	ci, err := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,8 +188,16 @@ func mergeMaps(a, b map[string]any) map[string]any {
 }
 
 // renderValues renders the chart as `helm install` would, schema validation
-// included, and returns the error instead of failing.
+// included, and returns the error instead of failing. Values that name no
+// checkpoint store get trailStore's.
 func renderValues(c *chart.Chart, vals map[string]any) (map[string]string, error) {
+	if !hasTrailStore(vals) {
+		v, err := chartutil.ReadValuesFile(trailStore)
+		if err != nil {
+			return nil, err
+		}
+		vals = mergeMaps(v, vals)
+	}
 	return renderWithAPIs(c, vals, monitoringAPIs...)
 }
 
@@ -729,7 +758,7 @@ func TestChart_DependentEnv(t *testing.T) {
 	}
 	r := render(t, nil)
 	env := containerEnv(t, r, r.deployment(t, "data-processor").Spec.Template.Spec.Containers[0])
-	if want := "postgres://threatview:$(EVENTS_DATABASE_PASSWORD)@postgres:5432/threatview?sslmode=disable"; env["EVENTS_DATABASE_URL"] != want {
+	if want := "postgres://processor:$(EVENTS_DATABASE_PASSWORD)@postgres:5432/threatview?sslmode=disable"; env["EVENTS_DATABASE_URL"] != want {
 		t.Errorf("EVENTS_DATABASE_URL = %q, want %q", env["EVENTS_DATABASE_URL"], want)
 	}
 	env = containerEnv(t, r, r.deployment(t, "tokens").Spec.Template.Spec.Containers[0])

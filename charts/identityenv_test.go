@@ -24,7 +24,7 @@ func TestChart_IdentityReachesTheOthers(t *testing.T) {
 	if al["IDENTITY_JWKS_URL"] != jwks {
 		t.Errorf("audit-logger JWKS %q, want %s", al["IDENTITY_JWKS_URL"], jwks)
 	}
-	off := render(t, map[string]any{"identity": map[string]any{"enabled": false}})
+	off := render(t, map[string]any{"identity": map[string]any{"enabled": false}, "visualRenderer": map[string]any{"adminKey": true}})
 	if got := envOf(off, "tokens")["IDENTITY_JWKS_URL"]; got != "" {
 		t.Errorf("identity off: tokens JWKS %q, want blank", got)
 	}

@@ -292,8 +292,8 @@ func TestChart_DDLCredentials(t *testing.T) {
 	if a := envOf("CronJob", "archiver"); !strings.HasPrefix(a["EVENTS_DATABASE_URL"], "postgres://threatview:") {
 		t.Errorf("archiver (reads only) connects as %q, want the services' user", a["EVENTS_DATABASE_URL"])
 	}
-	if p := envOf("Deployment", "data-processor"); !strings.HasPrefix(p["EVENTS_DATABASE_URL"], "postgres://threatview:") {
-		t.Errorf("data-processor connects as %q, want the services' user", p["EVENTS_DATABASE_URL"])
+	if p := envOf("Deployment", "data-processor"); !strings.HasPrefix(p["EVENTS_DATABASE_URL"], "postgres://processor:") {
+		t.Errorf("data-processor connects as %q, want its own user", p["EVENTS_DATABASE_URL"])
 	}
 	if v := envOf("Deployment", "visual-renderer"); !strings.HasPrefix(v["RENDERER_DATABASE_URL"], "postgres://renderer:") {
 		t.Errorf("visual-renderer connects as %q, want its read-only user", v["RENDERER_DATABASE_URL"])

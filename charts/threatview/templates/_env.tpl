@@ -374,6 +374,21 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{ include "threatview.env.mariadbDSN" (list . "AUDIT" .Values.mariadb.audit) }}
 {{- end }}
 
+{{/* AUDIT_DATABASE_DSN with one audit-database client's own user: (list $ "auditLogger"). */}}
+{{- define "threatview.env.auditClientDatabase" -}}
+{{- $ctx := index . 0 }}
+{{- $a := $ctx.Values.mariadb.audit }}
+{{- $c := index $a.clients (index . 1) }}
+{{ include "threatview.env.mariadbDSN" (list $ctx "AUDIT" (dict "user" $c.user "passwordKey" $c.passwordKey "dsnKey" $c.dsnKey "host" $a.host "database" $a.database)) }}
+{{- end }}
+
+{{/* A service's own PostgreSQL user: (list $ "EVENTS_DATABASE_URL" .Values.postgres.processor). */}}
+{{- define "threatview.env.pgServiceURL" -}}
+{{- $ctx := index . 0 }}
+{{- $u := index . 2 }}
+{{ include "threatview.env.pgURL" (dict "ctx" $ctx "name" (index . 1) "secret" $ctx.Values.postgres.existingSecret "user" $u.user "passwordKey" $u.passwordKey "urlKey" $u.urlKey) }}
+{{- end }}
+
 {{- define "threatview.env.tokensDatabase" -}}
 {{ include "threatview.env.mariadbDSN" (list . "TOKENS" .Values.mariadb.tokens) }}
 {{- end }}
@@ -389,26 +404,35 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 
 {{- define "threatview.secretEnv.dataProcessor" -}}
 {{ include "threatview.env.brokerPasscode" . }}
-{{ include "threatview.env.eventsDatabase" . }}
+{{ include "threatview.env.pgServiceURL" (list . "EVENTS_DATABASE_URL" .Values.postgres.processor) }}
 {{- end }}
 
 {{- define "threatview.secretEnv.auditLogger" -}}
 {{ include "threatview.env.brokerPasscode" . }}
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.internalKey" . }}
-{{ include "threatview.env.auditDatabase" . }}
+{{ include "threatview.env.auditClientDatabase" (list . "auditLogger") }}
 {{ include "threatview.env.auditPublicKeys" . }}
 {{- end }}
 
 {{- define "threatview.secretEnv.auditLoggerWorker" -}}
 {{ include "threatview.env.brokerPasscode" . }}
-{{ include "threatview.env.auditDatabase" . }}
-- name: AUDIT_SIGNING_KEYS
-  valueFrom:
-    secretKeyRef:
-      name: {{ .Values.secrets.existingSecret | quote }}
-      key: {{ .Values.secrets.auditSigningKeysKey | quote }}
-      optional: true
+{{ include "threatview.env.auditClientDatabase" (list . "auditLoggerWorker") }}
+{{- if .Values.auditTrail.enabled }}
+{{- /* Required: a missing key keeps the pod from starting instead of leaving the trail unsigned. */}}
+{{ include "threatview.env.fromSecret" (list "AUDIT_SIGNING_KEYS" .Values.secrets.existingSecret .Values.secrets.auditSigningKeysKey) }}
+{{- end }}
+{{- end }}
+
+{{/*
+With the trail on, checkpoints must go to a store outside the database (S3, or a directory
+with its volume): fails the render otherwise.
+*/}}
+{{- define "threatview.auditTrail.check" -}}
+{{- $t := .Values.auditTrail }}
+{{- if and $t.enabled (not $t.s3.enabled) (not (and $t.dir $t.volume)) }}
+{{- fail "auditTrail.enabled needs a checkpoint store outside the database: auditTrail.s3.enabled (a bucket with Object Lock), or auditTrail.dir with auditTrail.volume; or set auditTrail.enabled=false (nothing signed, every verification unanchored)" }}
+{{- end }}
 {{- end }}
 
 {{/* AUDIT_PUBLIC_KEYS from the Secret unless auditTrail.publicKeys gives them. */}}
@@ -424,7 +448,7 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- end }}
 
 {{- define "threatview.secretEnv.auditVerify" -}}
-{{ include "threatview.env.auditDatabase" . }}
+{{ include "threatview.env.auditClientDatabase" (list . "auditVerify") }}
 {{ include "threatview.env.auditPublicKeys" . }}
 {{- end }}
 
@@ -446,7 +470,12 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- end }}
 
 {{- define "threatview.secretEnv.visualRenderer" -}}
+{{- /* The renderer is internet-facing: the admin key only when asked for (automation without identity). */}}
+{{- if .Values.visualRenderer.adminKey }}
 {{ include "threatview.env.adminKey" . }}
+{{- else if not (and .Values.identity.enabled (tpl .Values.visualRenderer.identityServiceUrl .)) }}
+{{- fail "visualRenderer needs identity.enabled (people sign in) or visualRenderer.adminKey=true (the admin key on the internet-facing renderer)" }}
+{{- end }}
 {{/* INTERNAL_KEY: the renderer derives identity's forwarder key from it, as identity does. */}}
 {{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.rendererDatabase" . }}
@@ -455,15 +484,14 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{- define "threatview.secretEnv.privacy" -}}
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.internalKey" . }}
-{{ include "threatview.env.eventsDatabase" . }}
-{{ include "threatview.env.auditDatabase" . }}
+{{ include "threatview.env.pgServiceURL" (list . "EVENTS_DATABASE_URL" .Values.postgres.privacy) }}
+{{ include "threatview.env.auditClientDatabase" (list . "privacy") }}
 {{- end }}
 
 {{- define "threatview.secretEnv.alerts" -}}
-{{- $pg := .Values.postgres }}
 {{ include "threatview.env.adminKey" . }}
 {{ include "threatview.env.internalKey" . }}
-{{ include "threatview.env.pgURL" (dict "ctx" . "name" "ALERTS_DATABASE_URL" "secret" $pg.existingSecret "user" $pg.user "passwordKey" $pg.passwordKey "urlKey" $pg.urlKey) }}
+{{ include "threatview.env.pgServiceURL" (list . "ALERTS_DATABASE_URL" .Values.postgres.alerts) }}
 {{- end }}
 
 {{- define "threatview.secretEnv.adminInterface" -}}

@@ -105,12 +105,16 @@ the others consume a queue in order and run exactly one replica.
 {{- end }}
 {{- end }}
 
-{{/* ServiceAccount of the workloads. */}}
+{{/*
+ServiceAccount of one component: (list $ "archiver"). Created: <name or fullname>-<component>,
+one per component; not created: serviceAccount.name (or "default") for all.
+*/}}
 {{- define "threatview.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "threatview.fullname" .) .Values.serviceAccount.name }}
+{{- $ctx := index . 0 }}
+{{- if $ctx.Values.serviceAccount.create }}
+{{- printf "%s-%s" (default (include "threatview.fullname" $ctx) $ctx.Values.serviceAccount.name) (index . 1) | trunc 63 | trimSuffix "-" }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- default "default" $ctx.Values.serviceAccount.name }}
 {{- end }}
 {{- end }}
 
