@@ -234,3 +234,34 @@ func TestFastHashes(t *testing.T) {
 		t.Errorf("hashChildren = %x, want %x", got, want)
 	}
 }
+
+// TestCheckpoint_GenesisSigned: the genesis is covered by the signature; a
+// checkpoint without one keeps the v1 text, so older checkpoints verify.
+func TestCheckpoint_GenesisSigned(t *testing.T) {
+	signer, ring, _ := ParseSigningKeys(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{4}, 32)))
+	root := bytes.Repeat([]byte{7}, 32)
+	g := &Genesis{Rows: 20, At: time.Date(2026, 12, 1, 5, 0, 0, 123456000, time.UTC), Digest: bytes.Repeat([]byte{9}, 32)}
+	c := signer.SignGenesis(5, root, time.Now(), g)
+	if err := ring.Verify(&c); err != nil {
+		t.Fatalf("Verify = %v", err)
+	}
+	if v1 := signer.Sign(5, root, c.Time); !strings.HasPrefix(string(v1.SignedText()), "threatview audit checkpoint v1\n") ||
+		!strings.HasPrefix(string(c.SignedText()), "threatview audit checkpoint v2\n") {
+		t.Fatalf("signed texts:\n%s\n%s", v1.SignedText(), c.SignedText())
+	}
+	for name, tamper := range map[string]func(*Checkpoint){
+		"rows":    func(c *Checkpoint) { c.Genesis.Rows++ },
+		"at":      func(c *Checkpoint) { c.Genesis.At = c.Genesis.At.Add(time.Microsecond) },
+		"digest":  func(c *Checkpoint) { c.Genesis.Digest[0] ^= 1 },
+		"removed": func(c *Checkpoint) { c.Genesis = nil },
+	} {
+		cc := c
+		gg := *g
+		gg.Digest = bytes.Clone(g.Digest)
+		cc.Genesis = &gg
+		tamper(&cc)
+		if err := ring.Verify(&cc); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("genesis %s changed: Verify = %v, want ErrBadSignature", name, err)
+		}
+	}
+}
