@@ -7,6 +7,9 @@ import java.io.OutputStream;
 import java.net.HttpURLConnection;
 import java.net.URL;
 import java.nio.charset.Charset;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Set;
 
 /** HttpTransport posts with HttpURLConnection (on Android, its OkHttp-backed one). */
 final class HttpTransport implements Transport {
@@ -15,6 +18,7 @@ final class HttpTransport implements Transport {
     private final String auth;
     private final int timeoutMs;
     private final String userAgent;
+    private final Set<HttpURLConnection> inFlight = Collections.synchronizedSet(new HashSet<HttpURLConnection>());
 
     HttpTransport(String endpoint, String token, int timeoutMs, String userAgent) throws IOException {
         String e = endpoint.endsWith("/") ? endpoint.substring(0, endpoint.length() - 1) : endpoint;
@@ -27,6 +31,7 @@ final class HttpTransport implements Transport {
     @Override
     public Response post(byte[] gz, String key) throws IOException {
         HttpURLConnection c = (HttpURLConnection) url.openConnection();
+        inFlight.add(c);
         try {
             c.setRequestMethod("POST");
             c.setDoOutput(true);
@@ -61,6 +66,17 @@ final class HttpTransport implements Transport {
             // No answer (or a cut one): drop this connection, not a pooled one.
             c.disconnect();
             throw e;
+        } finally {
+            inFlight.remove(c);
+        }
+    }
+
+    @Override
+    public void abort() {
+        synchronized (inFlight) {
+            for (HttpURLConnection c : inFlight) {
+                c.disconnect();
+            }
         }
     }
 

@@ -384,6 +384,8 @@ public final class ThreatView implements Closeable {
             lock.unlock();
         }
         wakeSender();
+        // Requests still in flight have had closeTimeout: cut them (their events stay queued).
+        transport.abort();
         executor.shutdown();
         if (helpers != null) {
             helpers.shutdown();

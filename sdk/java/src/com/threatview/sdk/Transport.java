@@ -19,4 +19,7 @@ interface Transport {
 
     /** post sends gz (a gzipped {"events":[...]}) with the Idempotency-Key key; IOException when no answer came. */
     Response post(byte[] gz, String key) throws IOException;
+
+    /** abort cuts the requests in flight short (close ran out of time); their post throws IOException. */
+    void abort();
 }

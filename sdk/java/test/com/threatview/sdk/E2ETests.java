@@ -391,6 +391,11 @@ final class E2ETests {
             return next.post(gz, key);
         }
 
+        @Override
+        public void abort() {
+            next.abort();
+        }
+
         List<String> distinctIds() {
             java.util.LinkedHashSet<String> s = new java.util.LinkedHashSet<String>();
             for (int i = 0; i < reqs.size(); i++) {

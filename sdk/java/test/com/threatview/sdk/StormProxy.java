@@ -26,7 +26,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * closed before or after forwarding. One request per connection.
  */
 final class StormProxy implements Closeable {
-    enum Mode { UNAVAILABLE, FORWARD_THEN_503, FORWARD_THEN_DROP, DROP, FORWARD, SLOW }
+    enum Mode { UNAVAILABLE, FORWARD_THEN_503, FORWARD_THEN_DROP, DROP, FORWARD, SLOW, HANG }
 
     interface Plan {
         Mode mode(int n);
@@ -123,6 +123,14 @@ final class StormProxy implements Closeable {
                 return; // closed without an answer
             default:
                 break;
+        }
+        if (m == Mode.HANG) {
+            try {
+                Thread.sleep(60000);
+            } catch (InterruptedException e) {
+                // closing
+            }
+            return;
         }
         if (m == Mode.SLOW) {
             try {

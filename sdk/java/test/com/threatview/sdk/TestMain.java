@@ -192,6 +192,9 @@ public final class TestMain {
             return script.answer(n, r);
         }
 
+        @Override
+        public void abort() {}
+
         List<String> deliveredIds() {
             List<String> out = new ArrayList<String>();
             synchronized (reqs) {

@@ -474,6 +474,35 @@ final class UnitTests {
             }
         });
 
+        test("ThreatView/close cuts a hanging request at closeTimeout; the events stay queued", new Body() {
+            public void run() throws Exception {
+                StormProxy hang = new StormProxy("http://127.0.0.1:9", new StormProxy.Plan() {
+                    public StormProxy.Mode mode(int n) {
+                        return StormProxy.Mode.HANG;
+                    }
+                });
+                File dir = tempDir("hang");
+                Drops d = new Drops();
+                ThreatView tv = ThreatView.builder().endpoint(hang.url()).token("t").queueDir(dir).app("demo-app", "1.0.0")
+                        .onDrop(d).closeTimeout(300, TimeUnit.MILLISECONDS).requestTimeout(20, TimeUnit.SECONDS).build();
+                for (int i = 0; i < 10; i++) {
+                    tv.enqueue(ev("hung"));
+                }
+                check(!tv.flush(500, TimeUnit.MILLISECONDS), "flush returned true while the request hangs");
+                check(hang.requests.get() >= 1, "no request made");
+                long t0 = System.nanoTime();
+                tv.close();
+                long took = (System.nanoTime() - t0) / 1000000;
+                hang.close();
+                check(took < 3000, "close took %d ms with closeTimeout 300 ms (a request hung)", took);
+                eq(d.all.size(), 0, "drops");
+                FileStorage fs = new FileStorage(dir);
+                eq(fs.size(), 10, "events still queued");
+                fs.close();
+                deleteTree(dir);
+            }
+        });
+
         test("FileStorage/segments, reopen, torn line, lock", new Body() {
             public void run() throws Exception {
                 File dir = tempDir("fs");
