@@ -55,6 +55,51 @@ final class BenchTests {
             }
         });
 
+        test("Bench/delivery ceiling: a local server that answers 202 at once", new Body() {
+            public void run() throws Exception {
+                com.sun.net.httpserver.HttpServer srv = com.sun.net.httpserver.HttpServer.create(
+                        new java.net.InetSocketAddress(java.net.InetAddress.getByName("127.0.0.1"), 0), 50);
+                srv.createContext("/v1/events", new com.sun.net.httpserver.HttpHandler() {
+                    public void handle(com.sun.net.httpserver.HttpExchange ex) throws java.io.IOException {
+                        java.io.InputStream in = ex.getRequestBody();
+                        byte[] b = new byte[16384];
+                        while (in.read(b) > 0) {
+                            // drain
+                        }
+                        byte[] out = "{\"accepted\":1}".getBytes(UTF8);
+                        ex.sendResponseHeaders(202, out.length);
+                        ex.getResponseBody().write(out);
+                        ex.close();
+                    }
+                });
+                srv.setExecutor(java.util.concurrent.Executors.newFixedThreadPool(2));
+                srv.start();
+                String url = "http://127.0.0.1:" + srv.getAddress().getPort();
+                int n = 100000;
+                Map<String, Object>[] evs = events(n);
+                for (int round = 0; round < 2; round++) {
+                    File dir = tempDir("ceiling");
+                    ThreatView tv = ThreatView.builder().endpoint(url).token("t").queueDir(dir).app("demo-app", "1.0.0")
+                            .flushAt(500).maxQueueEvents(n).maxQueueBytes(1L << 30).build();
+                    long t0 = System.nanoTime();
+                    for (int i = 0; i < n; i++) {
+                        tv.enqueue(evs[i]);
+                    }
+                    check(tv.flush(120, TimeUnit.SECONDS), "flush timed out");
+                    long wall = System.nanoTime() - t0;
+                    long sdk = sdkThreadsCpu();
+                    Stats st = tv.stats();
+                    tv.close();
+                    eq(st.delivered, (long) n, "delivered");
+                    System.out.printf("    round %d: %d events in %d requests, %.0f events/s end to end (enqueue, file queue, gzip, HTTP); SDK threads %.1f us of CPU an event; load %.1f%n",
+                            round, n, st.requests, n / (wall / 1e9), sdk / 1e3 / n,
+                            java.lang.management.ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
+                    deleteTree(dir);
+                }
+                srv.stop(0);
+            }
+        });
+
         test("Bench/delivery to the local collector", new Body() {
             public void run() throws Exception {
                 E2ETests.need();
