@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"threatview/e2e/internal/e2etest"
 	"threatview/identity"
 	"threatview/identity/httpapi"
 	"threatview/identity/mariadb"
@@ -291,5 +293,58 @@ func TestAdminUI_DisabledPersonLockedOut(t *testing.T) {
 	}
 	if resp := newUIBrowser(t, ui, "").signIn("dan", "dan password 1", "/"); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a disabled person signs in = %d, want 401", resp.StatusCode)
+	}
+}
+
+// TestIdentity_UserAdminPeopleOnly signs a User Administrator in and checks
+// every service that enforces roles: people management at identity works
+// (but not on an Account Owner, nor making one); tokens, the audit trail,
+// statistics, events, alerts and privacy all refuse them.
+func TestIdentity_UserAdminPeopleOnly(t *testing.T) {
+	e := mustIdentity(t)
+	admin := e.login(t, e.adminUser, e.adminPassword).AccessToken
+	name, pw := e.person(t, admin, "e2e-uadmin", "user_admin")
+	uadmin := e.login(t, name, pw).AccessToken
+	from := url.QueryEscape(time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	to := url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	refused := []struct{ name, method, url, body string }{
+		{"list tokens", http.MethodGet, e.TokensURL + "/v1/tokens?limit=1", ""},
+		{"create token", http.MethodPost, e.TokensURL + "/v1/tokens", `{"app_id":"e2e-uadmin"}`},
+		{"read audit", http.MethodGet, e.AuditURL + "/v1/audit?limit=1", ""},
+		{"read stats", http.MethodGet, e.RendererURL + "/v1/stats/country?granularity=hour&from=" + from + "&to=" + to, ""},
+		{"list events", http.MethodGet, e.RendererURL + "/v1/events?limit=1", ""},
+		{"overview", http.MethodGet, e.RendererURL + "/v1/overview", ""},
+		{"delete the owner", http.MethodDelete, e.IdentityURL + "/v1/users/" + e.adminUser, ""},
+		{"reset the owner's password", http.MethodPut, e.IdentityURL + "/v1/users/" + e.adminUser + "/password", `{"password":"taken over password"}`},
+		{"make an owner", http.MethodPost, e.IdentityURL + "/v1/users", `{"username":"` + e2etest.Name("e2e-owner") + `","password":"an owner password","roles":["admin"]}`},
+	}
+	if u := os.Getenv("THREATVIEW_ALERTS_URL"); u != "" {
+		refused = append(refused, struct{ name, method, url, body string }{"list alert rules", http.MethodGet, u + "/v1/alert-rules", ""})
+	}
+	if u := os.Getenv("THREATVIEW_PRIVACY_URL"); u != "" {
+		refused = append(refused, struct{ name, method, url, body string }{"request an erasure", http.MethodPost, u + "/v1/erasures", `{"app_id":"x","device_id":"y"}`})
+	}
+	for _, c := range refused {
+		var body []byte
+		if c.body != "" {
+			body = []byte(c.body)
+		}
+		e2etest.CheckError(t, "user_admin "+c.name, e2etest.Do(t, c.method, c.url, uadmin, body, nil), http.StatusForbidden)
+	}
+	if r := e2etest.Do(t, http.MethodGet, e.IdentityURL+"/v1/users", uadmin, nil, nil); r.Status != http.StatusOK {
+		t.Errorf("user_admin lists people: %d %s", r.Status, r.Body)
+	}
+	analyst := e2etest.Name("e2e-by-uadmin")
+	t.Cleanup(func() {
+		e2etest.TryDo(http.MethodDelete, e.IdentityURL+"/v1/users/"+analyst, e.AdminKey, nil, nil) //nolint:errcheck // best effort
+	})
+	body := []byte(`{"username":"` + analyst + `","password":"an analyst password","roles":["analyst"]}`)
+	if r := e2etest.Do(t, http.MethodPost, e.IdentityURL+"/v1/users", uadmin, body, nil); r.Status != http.StatusCreated {
+		t.Errorf("user_admin creates an analyst: %d %s", r.Status, r.Body)
+	}
+	for _, lock := range []string{"true", "false"} {
+		if r := e2etest.Do(t, http.MethodPatch, e.IdentityURL+"/v1/users/"+analyst, uadmin, []byte(`{"disabled":`+lock+`}`), nil); r.Status != http.StatusOK {
+			t.Errorf("user_admin sets disabled=%s: %d %s", lock, r.Status, r.Body)
+		}
 	}
 }

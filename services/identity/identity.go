@@ -262,10 +262,11 @@ type Auditor interface {
 // throttling.
 type Meta struct {
 	Actor string // the caller's authz.Caller.Actor(); blank for sign-ins
-	// Owner is true when the caller holds role admin (an Account Owner, or
-	// the admin key): only an owner may create, change, lock, reset or
-	// delete an owner, or make someone one. A User Administrator may not.
-	Owner     bool
+	// NotOwner is true when the caller manages people without holding role
+	// admin (a User Administrator): they may not create, change, lock,
+	// reset or delete an Account Owner, nor make someone one. The zero
+	// value (an owner, the admin key, the service itself) is unrestricted.
+	NotOwner  bool
 	ClientIP  string // for throttling only; stored as a digest
 	ClientNet string // the address's /24 or /48, for the audit trail
 	UserAgent string

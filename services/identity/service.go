@@ -350,7 +350,7 @@ func (s *Service) CreateUser(ctx context.Context, nu NewUser, meta Meta) (User, 
 	if err != nil {
 		return User{}, err
 	}
-	if !meta.Owner && slices.Contains(roles, authz.RoleAdmin) {
+	if meta.NotOwner && slices.Contains(roles, authz.RoleAdmin) {
 		return User{}, errOwnersOnly
 	}
 	prof := Profile{DisplayName: &nu.DisplayName}
@@ -378,7 +378,7 @@ var errOwnersOnly = fmt.Errorf("%w: only an Account Owner may create, change, lo
 
 // guardOwner refuses a caller who is no owner acting on an owner.
 func (s *Service) guardOwner(ctx context.Context, name string, meta Meta) error {
-	if meta.Owner {
+	if !meta.NotOwner {
 		return nil
 	}
 	u, err := s.store.GetUser(ctx, name)
@@ -413,10 +413,10 @@ func (s *Service) UpdateUser(ctx context.Context, username string, ch UserChange
 		}
 		ch.Roles = &roles
 		detail["roles"] = roles
-		if !meta.Owner && slices.Contains(roles, authz.RoleAdmin) {
+		if meta.NotOwner && slices.Contains(roles, authz.RoleAdmin) {
 			return User{}, errOwnersOnly
 		}
-		if name == meta.Actor && meta.Owner && !slices.Contains(roles, authz.RoleAdmin) {
+		if name == meta.Actor && !meta.NotOwner && !slices.Contains(roles, authz.RoleAdmin) {
 			return User{}, fmt.Errorf("%w: you cannot remove your own Account Owner role", ErrConflict)
 		}
 	}
@@ -500,7 +500,7 @@ func (s *Service) SetPassword(ctx context.Context, username, password string, me
 	if u.Source != SourceLocal {
 		return fmt.Errorf("%w: %s signs in through the identity provider and has no password here", ErrInvalid, name)
 	}
-	if !meta.Owner && slices.Contains(u.Roles, authz.RoleAdmin) {
+	if meta.NotOwner && slices.Contains(u.Roles, authz.RoleAdmin) {
 		return errOwnersOnly
 	}
 	hash, err := s.hasher.Hash(ctx, password)
@@ -606,7 +606,7 @@ func (s *Service) Bootstrap(ctx context.Context, username, password string) (boo
 	} else if !errors.Is(err, ErrNotFound) {
 		return false, err
 	}
-	_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, Meta{Actor: ActorBootstrap, Owner: true})
+	_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, Meta{Actor: ActorBootstrap})
 	if errors.Is(err, ErrConflict) {
 		return false, nil // another replica was first
 	}
@@ -628,7 +628,7 @@ func (s *Service) Rescue(ctx context.Context, username, password string) error {
 	if err := ValidatePassword(password); err != nil {
 		return err
 	}
-	meta := Meta{Actor: ActorRescue, Owner: true}
+	meta := Meta{Actor: ActorRescue}
 	u, err := s.store.GetUser(ctx, name)
 	if errors.Is(err, ErrNotFound) {
 		_, err = s.CreateUser(ctx, NewUser{Username: name, Password: password, Roles: []string{authz.RoleAdmin}}, meta)

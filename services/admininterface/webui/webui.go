@@ -155,8 +155,15 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 }
 
 var funcs = template.FuncMap{
-	"join":    strings.Join,
-	"bars":    bars,
+	"join": strings.Join,
+	"bars": bars,
+	"roleNames": func(roles []string) string {
+		names := make([]string, len(roles))
+		for i, r := range roles {
+			names[i] = admininterface.RoleName(r)
+		}
+		return strings.Join(names, ", ")
+	},
 	"country": countryName,
 	"num":     thousands,
 	"dict": func(kv ...any) map[string]any {

@@ -154,7 +154,7 @@ func bars(label string, rows []KeyCount) template.HTML {
 		return template.HTML(`<p class="note">No events in this period.</p>`)
 	}
 	const w, h = 600.0, 160.0
-	bw := w / float64(len(rows))
+	bw := math.Min(w/float64(len(rows)), 48)
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="bars" viewBox="0 0 %g %g" role="img" aria-label="%s">`, w, h+16, template.HTMLEscapeString(label))
 	for i, r := range rows {

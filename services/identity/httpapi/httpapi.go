@@ -540,7 +540,7 @@ func (h *handler) meta(r *http.Request) identity.Meta {
 	if ip.IsValid() {
 		full = ip.String()
 	}
-	return identity.Meta{Actor: c.Actor(), Owner: c.HasAny(authz.RoleAdmin), ClientIP: full, ClientNet: httpserver.PrivateAddr(ip),
+	return identity.Meta{Actor: c.Actor(), NotOwner: !c.HasAny(authz.RoleAdmin), ClientIP: full, ClientNet: httpserver.PrivateAddr(ip),
 		UserAgent: truncate(r.UserAgent(), 256), RequestID: rid}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"threatview/platform/testenv"
 )
@@ -279,4 +280,63 @@ func Eval[T any](w *Walker, expr string) T {
 		w.t.Fatalf("evaluate %.60q: %v", expr, err)
 	}
 	return v
+}
+
+// TabTo presses Tab (at most 400 times) until the element matching sel
+// has the focus, as a keyboard-only person reaches it; it fails when Tab
+// never gets there.
+func (w *Walker) TabTo(sel string) {
+	w.t.Helper()
+	expr := fmt.Sprintf(`(function(){var e=document.querySelector(%q);return !!e && document.activeElement===e;})()`, sel)
+	for i := 0; i < 400; i++ {
+		if Eval[bool](w, expr) {
+			return
+		}
+		w.Do("press Tab", chromedp.KeyEvent("\t"))
+	}
+	w.t.Fatalf("Tab never reaches %s (at %s)", sel, w.Location())
+}
+
+// Type tabs to the field sel and types text into it (after clearing it
+// with the keyboard).
+func (w *Walker) Type(sel, text string) {
+	w.t.Helper()
+	w.TabTo(sel)
+	Eval[bool](w, `(document.activeElement.select && document.activeElement.select(), true)`)
+	w.Do("type into "+sel, chromedp.KeyEvent("\b"), chromedp.KeyEvent(text))
+}
+
+// Press tabs to sel and presses Enter on it (a link or a button).
+func (w *Walker) Press(sel string) {
+	w.t.Helper()
+	w.TabTo(sel)
+	w.Do("press Enter on "+sel, chromedp.KeyEvent("\r"))
+}
+
+// Choose tabs to the select sel and picks the option with value by
+// typing its first letters, as a keyboard does.
+func (w *Walker) Choose(sel, value string) {
+	w.t.Helper()
+	w.TabTo(sel)
+	w.Do("first option of "+sel, chromedp.KeyEvent(kb.Home))
+	for i := 0; i < 20 && w.Value(sel) != value; i++ {
+		w.Do("arrow down in "+sel, chromedp.KeyEvent(kb.ArrowDown))
+	}
+	if w.Value(sel) != value {
+		w.t.Fatalf("%s: cannot pick %q with the arrow keys", sel, value)
+	}
+}
+
+// ShotBoth saves name.png at 1280×800 and name-375.png at a phone's
+// 375×800, and checks that the page does not scroll sideways on the phone.
+func (w *Walker) ShotBoth(name string) {
+	w.t.Helper()
+	w.Shot(name)
+	w.Do("phone width", chromedp.EmulateViewport(375, 800))
+	over := Eval[bool](w, `document.documentElement.scrollWidth > window.innerWidth + 1`)
+	w.Shot(name + "-375")
+	w.Do("desktop width", chromedp.EmulateViewport(1280, 800))
+	if over {
+		w.t.Errorf("%s scrolls sideways at 375 px", name)
+	}
 }
