@@ -301,6 +301,17 @@ EOF
   if [ -d "$ROOT/services/admininterface" ]; then echo "export THREATVIEW_ADMIN_UI_URL='http://127.0.0.1:8087'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/alerts" ]; then echo "export THREATVIEW_ALERTS_URL='http://127.0.0.1:8089'" >>"$ENVFILE.tmp"; fi
   if [ -d "$ROOT/services/retention/cmd/privacy" ]; then echo "export THREATVIEW_PRIVACY_URL='http://127.0.0.1:8088'" >>"$ENVFILE.tmp"; fi
+  # Each service's own database user (pg_service_roles, mdb_audit_users);
+  # svc_env_exec gives each service its own.
+  local r
+  for r in processor alerts privacy; do
+    printf "export THREATVIEW_%s_DATABASE_URL='postgres://threatview_%s:threatview_%s@127.0.0.1:%s/threatview?sslmode=disable'\n" \
+      "${r^^}" "$r" "$r" "$PG_PORT" >>"$ENVFILE.tmp"
+  done
+  for r in auditlogger auditworker privacy auditverify; do
+    printf "export THREATVIEW_%s_AUDIT_DATABASE_DSN='threatview_%s:threatview_%s@tcp(127.0.0.1:%s)/audit?parseTime=true'\n" \
+      "${r^^}" "$r" "$r" "$MARIADB_PORT" >>"$ENVFILE.tmp"
+  done
   chmod 644 "$ENVFILE.tmp"
   mv -f "$ENVFILE.tmp" "$ENVFILE"
 }
@@ -331,11 +342,26 @@ ALTER DEFAULT PRIVILEGES FOR ROLE threatview IN SCHEMA facts GRANT SELECT ON TAB
 SQL
 }
 
+# Least privilege (charts/threatview/README.md, "Least privilege"): the
+# processor, alerts and privacy services log in as roles of their own, whose
+# grants come from migration events 000091 (run after this; test databases
+# migrated later get them too). Password = role name: a local stack only.
+pg_service_roles() { # idempotent; also run when postgres is already up
+  pg_psql -d threatview <<'SQL' >/dev/null
+SELECT format('CREATE ROLE %I LOGIN', r) FROM unnest(ARRAY['threatview_processor', 'threatview_alerts', 'threatview_privacy']) AS r
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
+ALTER ROLE threatview_processor WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD 'threatview_processor';
+ALTER ROLE threatview_alerts WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD 'threatview_alerts';
+ALTER ROLE threatview_privacy WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD 'threatview_privacy';
+GRANT CONNECT ON DATABASE threatview TO threatview_processor, threatview_alerts, threatview_privacy;
+SQL
+}
+
 start_postgres() {
   local bin home data sock p i
   bin="$(pg_bin)"; home="$(pg_home)"; data="$home/data"; sock="$home/sock"
   if comp_running postgres && port_open "$LOOPBACK" "$PG_PORT"; then
-    log "postgres already running (pid $(read_pid postgres))"; pg_readonly_role; return 0
+    log "postgres already running (pid $(read_pid postgres))"; pg_readonly_role; pg_service_roles; return 0
   fi
   if ! comp_running postgres; then
     if [ ! -s "$data/PG_VERSION" ]; then
@@ -412,6 +438,7 @@ SELECT 'CREATE DATABASE threatview OWNER threatview'
 EOF
   pg_psql -d threatview -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null
   pg_readonly_role
+  pg_service_roles
   log "postgres ready (pid $p)"
 }
 
@@ -631,6 +658,18 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
   # spins looking for work and wakes threads: the collector, processor and
   # audit worker used 20-25% less CPU with 1, at the same p95 (docs/bench).
   export GOMAXPROCS="${STACK_GOMAXPROCS:-1}"
+  # Each service's own database users (least privilege; the shared ones of
+  # DESIGN.md stay in .run/env for tests and tools). An .run/env written
+  # before these existed keeps the shared ones.
+  case "$name" in
+    processor) export EVENTS_DATABASE_URL="${THREATVIEW_PROCESSOR_DATABASE_URL:-$EVENTS_DATABASE_URL}" ;;
+    alerts) export EVENTS_DATABASE_URL="${THREATVIEW_ALERTS_DATABASE_URL:-$EVENTS_DATABASE_URL}" ;; # alerts.sh: ALERTS_DATABASE_URL
+    privacy)
+      export EVENTS_DATABASE_URL="${THREATVIEW_PRIVACY_DATABASE_URL:-$EVENTS_DATABASE_URL}"
+      export AUDIT_DATABASE_DSN="${THREATVIEW_PRIVACY_AUDIT_DATABASE_DSN:-$AUDIT_DATABASE_DSN}" ;;
+    auditlogger) export AUDIT_DATABASE_DSN="${THREATVIEW_AUDITLOGGER_AUDIT_DATABASE_DSN:-$AUDIT_DATABASE_DSN}" ;;
+    auditworker) export AUDIT_DATABASE_DSN="${THREATVIEW_AUDITWORKER_AUDIT_DATABASE_DSN:-$AUDIT_DATABASE_DSN}" ;;
+  esac
   if [ "$name" = collector ] || [ "$name" = tokens ] || [ "$name" = visualrenderer ]; then
     if svc_exists auditlogger; then export AUDITLOGGER_SERVICE_URL="http://127.0.0.1:8081"
     else export AUDITLOGGER_SERVICE_URL=""; fi
@@ -740,6 +779,41 @@ cmd_migrate() {
   (cd "$ROOT" && go build -o "$BINDIR/migrate" ./migrations/cmd/migrate) || die "go build migrate failed"
   log "migrate -db all"
   (set -a; . "$ENVFILE"; set +a; cd "$ROOT" && "$BINDIR/migrate" -db all) || die "migrate failed"
+  pg_service_grants
+  mdb_audit_users
+}
+
+# The grants of migration events 000091 again, as the owner: they reach only
+# roles that existed when it ran, and a stack migrated before
+# pg_service_roles made its roles has them only from here. Idempotent.
+pg_service_grants() {
+  { echo 'SET ROLE threatview;'; sed '/^-- +goose Down/,$d' "$ROOT/migrations/events/000091_service_roles.sql"; } |
+    pg_psql -d threatview >/dev/null || die "grants of migration 000091 failed"
+}
+
+# Least privilege on the audit database (charts/threatview/README.md, "Least
+# privilege"): one user per client with only its grants; password = user name
+# (a local stack only). Idempotent; after the migrations, whose tables the
+# table grants name.
+mdb_audit_users() {
+  local u h
+  for u in auditlogger auditworker privacy auditverify; do
+    for h in '%' 127.0.0.1 localhost; do
+      mdb_root -e "CREATE USER IF NOT EXISTS 'threatview_$u'@'$h' IDENTIFIED BY 'threatview_$u';
+        ALTER USER 'threatview_$u'@'$h' IDENTIFIED BY 'threatview_$u';" || die "create MariaDB user threatview_$u failed"
+    done
+  done
+  for h in '%' 127.0.0.1 localhost; do
+    mdb_root <<SQL || die "MariaDB grants failed"
+GRANT SELECT ON audit.* TO 'threatview_auditlogger'@'$h';
+GRANT SELECT, INSERT, UPDATE ON audit.* TO 'threatview_auditworker'@'$h';
+GRANT ALTER, CREATE ON audit.audit_events TO 'threatview_auditworker'@'$h';
+GRANT SELECT, UPDATE (body) ON audit.audit_events TO 'threatview_privacy'@'$h';
+GRANT SELECT, INSERT, UPDATE, DELETE ON audit.archives TO 'threatview_privacy'@'$h';
+GRANT SELECT ON audit.goose_db_version TO 'threatview_privacy'@'$h';
+GRANT SELECT ON audit.* TO 'threatview_auditverify'@'$h';
+SQL
+  done
 }
 
 cmd_up() {

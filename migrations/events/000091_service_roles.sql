@@ -8,7 +8,8 @@
 --   threatview_alerts     the alerts schema (rules, state, outbox, forwarders)
 --   threatview_privacy    erasures and suppressions; reads every table of the
 --                         events and facts schemas (partitions too, to verify
---                         an archive's rewrite), deletes one subject's events,
+--                         an archive's rewrite) and goose_db_version (the
+--                         schema version), deletes one subject's events,
 --                         late events and facts, adjusts rollups, moves
 --                         archive records
 --   threatview_ro         the visual renderer (migration 000013)
@@ -67,6 +68,8 @@ BEGIN
         GRANT INSERT, UPDATE, DELETE ON events.archives, events.late_archives TO threatview_privacy;
         GRANT UPDATE, DELETE ON ALL TABLES IN SCHEMA facts TO threatview_privacy;
         ALTER DEFAULT PRIVILEGES IN SCHEMA events, facts GRANT SELECT ON TABLES TO threatview_privacy;
+        -- The archive rewrite checks the schema version, as the archiver does.
+        GRANT SELECT ON goose_db_version TO threatview_privacy;
     END IF;
 END
 $$;

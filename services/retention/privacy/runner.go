@@ -306,6 +306,9 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	if r.archives != nil {
 		rw, err := r.archives.Rewrite(ctx, e.ID, s)
 		rep.ArchivesRewritten = append(rep.ArchivesRewritten, rw...)
+		if rep.ArchivesRewritten == nil {
+			rep.ArchivesRewritten = []retention.Rewritten{}
+		}
 		for _, a := range rw {
 			rep.RollupRows += a.RollupRows
 		}
