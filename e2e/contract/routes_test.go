@@ -38,8 +38,8 @@ func TestRoutes_Documented(t *testing.T) {
 			Handler(httpserver.NewRegistry(), nil),
 		"identity": identityapi.New(identity.NewService(nil, nil, nil, nil, identity.Options{}, log), identityapi.Options{AdminKey: "a"},
 			httpserver.NewRegistry(), nil, log),
-		"visualrenderer": rendererapi.New(nil, nil, httpserver.NewRegistry(), nil, log),
-		"alerts":         alertsapi.New(nil, authz.New(nil, "a", log), nil, httpserver.NewRegistry(), nil, log),
+		"visualrenderer": rendererapi.New(nil, nil, httpserver.NewRegistry(), nil, log, rendererapi.Investigation{}),
+		"alerts":         alertsapi.New(nil, authz.New(nil, "a", log), nil, alertsapi.Destinations{}, httpserver.NewRegistry(), nil, log),
 	}
 	for name, h := range routers {
 		t.Run(name, func(t *testing.T) {
