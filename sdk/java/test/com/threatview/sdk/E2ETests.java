@@ -197,7 +197,7 @@ final class E2ETests {
                 String line = out.readLine();
                 check(line != null && line.startsWith("queued"), "child said %s", line);
                 long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-                while (proxy.requests.get() < 6 && System.nanoTime() < deadline) {
+                while (proxy.requests.get() < 3 && System.nanoTime() < deadline) {
                     Thread.sleep(20);
                 }
                 child.destroyForcibly(); // SIGKILL: no close, requests in flight cut off
