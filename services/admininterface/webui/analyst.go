@@ -253,6 +253,25 @@ func (s *Server) periodAndApp(w http.ResponseWriter, r *http.Request, def string
 	return p, app, ok
 }
 
+// needRenderer answers the analyst's pages when no visual renderer is
+// configured (VISUALRENDERER_SERVICE_URL blank): they have nothing to show.
+func (s *Server) needRenderer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.deps.Renderer.Client != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.URL.Path == "/" {
+			p, _ := parsePeriod("", "yesterday", s.now())
+			s.render(w, r, http.StatusOK, "home", "Threat View", homeData{Period: p, Periods: periodOptions(p.Key), DashboardsURL: "/dashboards"},
+				"", "No visual renderer is configured (VISUALRENDERER_SERVICE_URL): there are no events to show.")
+			return
+		}
+		w.Header().Set("Retry-After", "60")
+		s.fail(w, r, http.StatusServiceUnavailable, "unavailable", "No visual renderer is configured (VISUALRENDERER_SERVICE_URL): there are no events to show.")
+	})
+}
+
 func (s *Server) analystHome(w http.ResponseWriter, r *http.Request) {
 	p, app, ok := s.periodAndApp(w, r, "yesterday")
 	if !ok {

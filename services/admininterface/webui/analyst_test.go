@@ -172,3 +172,19 @@ func TestPeoplePages_Roles(t *testing.T) {
 		t.Error("a User Administrator's navigation is not people only")
 	}
 }
+
+// TestAnalystPages_NoRenderer: without a visual renderer the home page
+// still shows (with the navigation and a note), the others say why.
+func TestAnalystPages_NoRenderer(t *testing.T) {
+	h := newHarness(t)
+	h.srv.deps.Renderer.Client = nil
+	b := h.browser(t)
+	b.signIn("ann")
+	resp, page := b.do("GET", "/", nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, `nav aria-label="Main"`) || !strings.Contains(page, "No visual renderer") {
+		t.Errorf("GET / without a renderer = %d:\n%.600s", resp.StatusCode, page)
+	}
+	if resp, _ := b.do("GET", "/events", nil); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("GET /events without a renderer = %d, want 503", resp.StatusCode)
+	}
+}

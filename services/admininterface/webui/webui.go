@@ -245,11 +245,11 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(s.require(admininterface.RoleAnalyst))
-				r.Get("/events", s.eventsPage)
-				r.Get("/events/export.csv", s.eventsExport)
-				r.Get("/events/live", s.eventsLive)
-				r.Get("/timelines/{kind}/{id}", s.timelinePage)
-				r.Get("/reports/threats/{type}", s.threatReportPage)
+				r.With(s.needRenderer).Get("/events", s.eventsPage)
+				r.With(s.needRenderer).Get("/events/export.csv", s.eventsExport)
+				r.With(s.needRenderer).Get("/events/live", s.eventsLive)
+				r.With(s.needRenderer).Get("/timelines/{kind}/{id}", s.timelinePage)
+				r.With(s.needRenderer).Get("/reports/threats/{type}", s.threatReportPage)
 				r.Get("/dashboards", s.dashboards)
 				r.Get("/dashboards/chart/{dimension}.svg", s.dashboardChart)
 				r.Get("/alerts", s.alertsPage)
@@ -626,7 +626,7 @@ func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if sess.User.Has(admininterface.RoleAnalyst) {
-		s.require(admininterface.RoleAnalyst)(http.HandlerFunc(s.analystHome)).ServeHTTP(w, r)
+		s.require(admininterface.RoleAnalyst)(s.needRenderer(http.HandlerFunc(s.analystHome))).ServeHTTP(w, r)
 		return
 	}
 	items := s.nav(sess.User, "")
