@@ -21,7 +21,7 @@ import (
 func postAs(t *testing.T, st stackEnv, token, app, device, session, ip string, threats ...string) string {
 	t.Helper()
 	ev := map[string]any{"type": "app.startup", "app": map[string]string{"id": app, "version": "3.1.0"},
-		"device": map[string]string{"id": device, "model": "Pixel 8", "manufacturer": "Google", "os": "android", "os_version": "14.1"},
+		"device":  map[string]string{"id": device, "model": "Pixel 8", "manufacturer": "Google", "os": "android", "os_version": "14.1"},
 		"threats": threats}
 	if session != "" {
 		ev["session"] = map[string]string{"id": session}
