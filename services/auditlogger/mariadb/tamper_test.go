@@ -221,6 +221,25 @@ func TestTrail_Tamperings(t *testing.T) {
 				"INSERT INTO audit_events (id,time,action,outcome,seq,leaf_hash) VALUES (?,?,?,?,?,?)",
 				id[:], r.Time, r.Action, r.Outcome, seq, leaf)
 		}},
+		{"rewrite body", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			// The body is not in the leaf; its digest is, and the body must
+			// hash to it.
+			seq := rng.IntN(size)
+			w, args := where(seq)
+			body := make([]byte, 1+rng.IntN(64))
+			_, _ = crand.Read(body)
+			return []trail.Problem{prob(seq, trail.KindModified)}, nil,
+				exec(tx, "UPDATE audit_events SET body = ?"+w, append([]any{body}, args...)...)
+		}},
+		{"insert unsequenced, hide the genesis", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
+			r := audittest.Record(rng.IntN(1000), f.rows[rng.IntN(size)].Time.Add(time.Microsecond))
+			id, _ := auditlogger.ParseID(r.ID)
+			if err := exec(tx, "INSERT INTO audit_events (id,time,action,outcome) VALUES (?,?,?,?)", id[:], r.Time, r.Action, r.Outcome); err != nil {
+				return nil, nil, err
+			}
+			q := []string{"UPDATE audit_tree SET genesis_at = NULL", "UPDATE audit_tree SET genesis_rows = genesis_rows + 1, genesis_at = NOW(6)"}[rng.IntN(2)]
+			return []trail.Problem{{ID: r.ID, Kind: trail.KindInserted}}, nil, exec(tx, q)
+		}},
 		{"swap", func(tx *sql.Tx, rng *rand.Rand) ([]trail.Problem, func(), error) {
 			a := rng.IntN(size)
 			b := (a + 1 + rng.IntN(size-1)) % size
