@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -282,47 +283,88 @@ ON CONFLICT (bucket, %[2]s) DO UPDATE SET count = t.count + excluded.count`, tab
 // for the device model's id, str otherwise).
 type rollupKey struct {
 	app    string
-	bucket time.Time
+	bucket int64 // Unix seconds of the bucket's start (UTC)
 	num    int32
 	str    string
 }
 
-// rollupAcc counts the inserted events of one batch per rollup row.
+// rollupAcc counts the inserted events of one batch per rollup row. Events
+// are first counted by what the rollups see of them (app, hour, country,
+// model, OS, threat types: far fewer distinct values than events in a
+// drain), one map update an event; batch then spreads those counts over
+// the 24 tables.
 type rollupAcc struct {
-	n      int
-	counts [4][6]map[rollupKey]int64
+	n    int
+	sigs map[eventSig]*sigCount
+}
+
+// eventSig is what the rollups see of an event; threats is its types
+// joined by a NUL (no type contains one: CheckStorable).
+type eventSig struct {
+	app, country, os, threats string
+	hour                      int64 // Unix seconds of the UTC hour
+	model                     int32
+}
+
+type sigCount struct {
+	n       int64
+	threats []string
 }
 
 func (a *rollupAcc) add(e *wire.Event, model int32, threats []string) {
 	a.n++
-	for g, gr := range rollupGrains {
-		b := gr.bucket(e.OccurredAt)
-		a.inc(0, g, e.App.ID, rollupKey{bucket: b, str: e.Country})
-		a.inc(1, g, e.App.ID, rollupKey{bucket: b, num: model})
-		a.inc(2, g, e.App.ID, rollupKey{bucket: b, str: e.Device.OS})
-		for _, t := range threats {
-			a.inc(3, g, e.App.ID, rollupKey{bucket: b, str: t})
-		}
+	if a.sigs == nil {
+		a.sigs = map[eventSig]*sigCount{}
 	}
+	k := eventSig{app: e.App.ID, country: e.Country, os: e.Device.OS, model: model,
+		hour: e.OccurredAt.Truncate(time.Hour).Unix()}
+	if len(threats) > 0 {
+		k.threats = strings.Join(threats, "\x00")
+	}
+	if c := a.sigs[k]; c != nil {
+		c.n++
+		return
+	}
+	a.sigs[k] = &sigCount{n: 1, threats: threats}
 }
 
-func (a *rollupAcc) inc(d, g int, app string, k rollupKey) {
-	for i, kk := range [2]rollupKey{{app, k.bucket, k.num, k.str}, k} {
-		m := a.counts[d][g+3*i]
-		if m == nil {
-			m = map[rollupKey]int64{}
-			a.counts[d][g+3*i] = m
+// counts spreads the signatures' counts over the rollup rows:
+// counts[d][g] per app, counts[d][g+3] over all apps.
+func (a *rollupAcc) counts() [4][6]map[rollupKey]int64 {
+	var out [4][6]map[rollupKey]int64
+	for d := range out {
+		for t := range out[d] {
+			out[d][t] = map[rollupKey]int64{}
 		}
-		m[kk]++
 	}
+	for k, c := range a.sigs {
+		at := time.Unix(k.hour, 0).UTC()
+		for g, gr := range rollupGrains {
+			b := gr.bucket(at).Unix()
+			keys := [3]rollupKey{{bucket: b, str: k.country}, {bucket: b, num: k.model}, {bucket: b, str: k.os}}
+			for d, rk := range keys {
+				out[d][g+3][rk] += c.n
+				rk.app = k.app
+				out[d][g][rk] += c.n
+			}
+			for _, th := range c.threats {
+				rk := rollupKey{bucket: b, str: th}
+				out[3][g+3][rk] += c.n
+				rk.app = k.app
+				out[3][g][rk] += c.n
+			}
+		}
+	}
+	return out
 }
 
 // batch returns the upserts, one per rollup table with rows.
 func (a *rollupAcc) batch() *pgx.Batch {
 	b := &pgx.Batch{}
+	counts := a.counts()
 	for d := range rollupDims {
 		for t := range 6 {
-			m := a.counts[d][t]
+			m := counts[d][t]
 			if len(m) == 0 {
 				continue
 			}
@@ -331,7 +373,7 @@ func (a *rollupAcc) batch() *pgx.Batch {
 				keys = append(keys, k)
 			}
 			slices.SortFunc(keys, func(x, y rollupKey) int {
-				return cmp.Or(cmp.Compare(x.app, y.app), x.bucket.Compare(y.bucket),
+				return cmp.Or(cmp.Compare(x.app, y.app), cmp.Compare(x.bucket, y.bucket),
 					cmp.Compare(x.num, y.num), cmp.Compare(x.str, y.str))
 			})
 			apps := make([]string, len(keys))
@@ -339,7 +381,7 @@ func (a *rollupAcc) batch() *pgx.Batch {
 			ks := make([]string, len(keys))
 			ns := make([]int64, len(keys))
 			for i, k := range keys {
-				apps[i], buckets[i], ns[i] = k.app, k.bucket, m[k]
+				apps[i], buckets[i], ns[i] = k.app, time.Unix(k.bucket, 0).UTC(), m[k]
 				ks[i] = k.str
 				if d == 1 {
 					ks[i] = fmt.Sprint(k.num)
