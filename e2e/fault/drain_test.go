@@ -4,6 +4,8 @@ package fault
 
 import (
 	"context"
+	"crypto/rand"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,7 +31,8 @@ import (
 // answers' p95, and asserts every request 202, every event stored exactly
 // once and exact rollups. With THREATVIEW_DRAIN_PPROF set to a file name it
 // saves a 30 s CPU profile of the processor taken during the drain (the
-// processor must run with HTTP_PPROF=1).
+// processor must run with HTTP_PPROF=1). The backlog's ids are UUIDv7
+// (time-ordered) unless THREATVIEW_DRAIN_IDS=v4.
 //
 // Not part of make test's fault phase (its name does not match Fault): it
 // queues and drains a million events; make bench runs it (scripts/bench.sh,
@@ -45,6 +48,15 @@ func TestDrainBesideLiveTraffic(t *testing.T) {
 
 	testenv.Stack(t, "stop", "processor")
 	f := newFlood(env, app, 250)
+	// Time-ordered ids (UUIDv7, as the collector and the SDKs make them)
+	// unless THREATVIEW_DRAIN_IDS=v4 (random, as some clients send).
+	idKind := "v7"
+	if os.Getenv("THREATVIEW_DRAIN_IDS") == "v4" {
+		idKind = "v4"
+	} else {
+		f.newID = uuidV7
+	}
+	t.Logf("backlog event ids: %s", idKind)
 	_, _, perBody, err := f.body(0)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +158,19 @@ func saveProfile(t *testing.T, url, file string) {
 
 // envInt returns the positive integer in the environment variable name, or
 // def.
+// uuidV7 returns a time-ordered version-7 UUID (RFC 9562) for now.
+func uuidV7() string {
+	var b [16]byte
+	_, _ = rand.Read(b[6:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := 0; i < 6; i++ {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
 func envInt(name string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
 		return v

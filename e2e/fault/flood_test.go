@@ -31,6 +31,7 @@ type flood struct {
 	batch           int // events a request
 	pad             int // bytes of padding per event (about 500 B an event with the rest)
 	client          *http.Client
+	newID           func() string // event ids; nil: e2etest.UUID (random, version 4)
 
 	mu       sync.Mutex
 	ids      []string        // every id answered with 202
@@ -59,7 +60,9 @@ func (f *flood) body(seq int64) ([]byte, []string, int, error) {
 	raw.WriteString(`{"events":[`)
 	pad := strings.Repeat("x", f.pad)
 	for i := range ids {
-		ids[i] = e2etest.UUID()
+		if ids[i] = e2etest.UUID(); f.newID != nil {
+			ids[i] = f.newID()
+		}
 		if i > 0 {
 			raw.WriteByte(',')
 		}
