@@ -125,6 +125,34 @@ func TestCheckpointer_RefusesNonExtension(t *testing.T) {
 			}
 		})
 	}
+	t.Run("new empty store", func(t *testing.T) {
+		// A new store (a new prefix after a restore): the last head is the
+		// database's newest checkpoint, the bundles start again from 0, and
+		// a history rewritten below that head is still refused.
+		f := newTrailFixture(t, 2, 10)
+		fresh := trail.Dir{Root: t.TempDir()}
+		r := f.rows[3]
+		r.Outcome = 500
+		tx, err := f.db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec("UPDATE audit_events SET outcome = 500, leaf_hash = ? WHERE seq = 3", trail.LeafHash(&r)); err != nil {
+			t.Fatal(err)
+		}
+		cp := &trail.Checkpointer{DB: mariadb.NewTrail(tx), Store: fresh, Signer: f.signer}
+		if c, err := cp.Once(ctx, time.Now()); !errors.Is(err, trail.ErrNotExtension) {
+			t.Fatalf("rewritten, new store: Once = %+v, %v; want ErrNotExtension", c, err)
+		}
+		tx.Rollback()
+		cp = &trail.Checkpointer{DB: mariadb.NewTrail(f.db), Store: fresh, Signer: f.signer}
+		if c, err := cp.Once(ctx, time.Now()); err != nil || c.Size != 20 {
+			t.Fatalf("new store: Once = %+v, %v; want size 20", c, err)
+		}
+		if rep := f.verifyWith(t, f.db, trail.StoreReference{Store: fresh}); !rep.OK || !rep.Anchored {
+			t.Fatalf("verified from the new store: ok %v, problems %+v", rep.OK, rep.Problems)
+		}
+	})
 	t.Run("OK extension", func(t *testing.T) {
 		f := newTrailFixture(t, 1, 10)
 		cp := &trail.Checkpointer{DB: mariadb.NewTrail(f.db), Store: f.store, Signer: f.signer}
