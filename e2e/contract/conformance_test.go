@@ -122,6 +122,36 @@ func TestConformance_Collector(t *testing.T) {
 
 	st, b := c.call(true, "POST", "/v1/events", app.Token, js(ev()), nil)
 	c.want("one event", st, 202, b)
+	// The investigation fields (issue 39): a session, a user, a language and
+	// a location are accepted, and each bad one is refused by both.
+	inv := func(field string, v any) map[string]any {
+		m := ev()
+		m["session"] = map[string]any{"id": "contract-session"}
+		m["user"] = map[string]any{"id": "contract-user"}
+		m["location"] = map[string]any{"lat": 48.13743, "lon": 11.57549, "accuracy_m": 20}
+		m["device"].(map[string]any)["language"] = "de-DE"
+		if field != "" {
+			m[field] = v
+		}
+		return m
+	}
+	st, b = c.call(true, "POST", "/v1/events", app.Token, js(inv("", nil)), nil)
+	c.want("an event with session, user, language and location", st, 202, b)
+	for _, tc := range []struct {
+		what, field string
+		v           any
+	}{
+		{"a session id of 129 bytes", "session", map[string]any{"id": strings.Repeat("s", 129)}},
+		{"lat 91", "location", map[string]any{"lat": 91, "lon": 0}},
+		{"a user id that is an object", "user", map[string]any{"id": map[string]any{"email": "a@b"}}},
+	} {
+		st, b := c.call(false, "POST", "/v1/events", app.Token, js(inv(tc.field, tc.v)), nil)
+		c.want(tc.what, st, 422, b)
+	}
+	longLang := inv("", nil)
+	longLang["device"].(map[string]any)["language"] = strings.Repeat("a", 200)
+	st, b = c.call(false, "POST", "/v1/events", app.Token, js(longLang), nil)
+	c.want("a language of 200 bytes", st, 422, b)
 	batch := js(map[string]any{"events": []any{ev(), ev(), ev()}})
 	st, b = c.call(true, "POST", "/v1/events", app.Token, gz(t, batch), map[string]string{"Content-Encoding": "gzip", "X-Request-ID": "contract-test-1"})
 	c.want("a gzipped batch", st, 202, b)

@@ -20,7 +20,7 @@ var mapShades = []string{"#e8eef6", "#c6d6ec", "#93b3dc", "#5a88c6", "#2a5ea8", 
 // on the world map (each with its counts as a tooltip) and the K-anonymous
 // cells as dots.
 func (h *Handler) mapSVG(w http.ResponseWriter, r *http.Request) {
-	if h.inv == nil || h.inv.Store == nil {
+	if h.inv == nil {
 		httpserver.WriteError(w, http.StatusNotFound, "not_found", "no map here", nil)
 		return
 	}
