@@ -6,6 +6,8 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { ThreatView } from "../src/index.js";
 import { fileStorage, zlibGzip } from "../src/node.js";
 
@@ -63,6 +65,34 @@ async function delivery(n: number) {
   console.log(`delivery to the local collector, ${n} events in batches of 500, gzip, concurrency ${process.env.BENCH_CONCURRENCY ?? 2}: ${ok ? "all delivered" : "NOT all delivered"} in ${secs.toFixed(2)} s = ${Math.round(n / secs)} events/s, ${st.requests} requests, ${st.retries} retried, ${dropped} dropped, SDK CPU ${(c / n).toFixed(2)} us an event`);
 }
 
+// ceiling sends to a local server that answers 202 at once: the client's
+// own rate, with the server's CPU in the same process.
+async function ceiling(n: number) {
+  const srv = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      res.writeHead(202, { "Content-Type": "application/json" });
+      res.end('{"accepted":0,"ids":[]}');
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const endpoint = `http://127.0.0.1:${(srv.address() as AddressInfo).port}`;
+  for (const run of ["warm-up", "measured"]) {
+    const tv = new ThreatView({ endpoint, token: "t", app: { id: "demo-app" }, maxEvents: n, maxBytes: 1 << 30, flushAt: 500 });
+    await new Promise((r) => setTimeout(r, 20));
+    const c0 = cpu();
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) tv.enqueue(event(i));
+    const cEnq = cpu() - c0;
+    await tv.flush();
+    const secs = (performance.now() - t0) / 1000;
+    const c = cpu() - c0;
+    await tv.shutdown();
+    if (run === "measured") console.log(`ceiling, a local server answering 202 at once, ${n} events, gzip: ${Math.round(n / secs)} events/s, ${(cEnq / n).toFixed(2)} us CPU an enqueue, ${(c / n).toFixed(2)} us CPU an event in all (client and server)`);
+  }
+  srv.close();
+}
+
 function footprint() {
   const dist = new URL("../../dist/", import.meta.url);
   const files = readdirSync(dist).filter((f) => f.endsWith(".js") && f !== "node.js");
@@ -75,5 +105,6 @@ function footprint() {
 footprint();
 await enqueueCost(20000); // warm-up: the JIT, not the SDK
 await enqueueCost(Number(process.env.BENCH_ENQUEUE ?? 200000));
+await ceiling(Number(process.env.BENCH_CEILING ?? 50000));
 await delivery(Number(process.env.BENCH_DELIVERY ?? 20000));
 process.exit(0);
