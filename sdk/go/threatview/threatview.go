@@ -57,11 +57,19 @@ var (
 // set by Send when empty; sent_at is added by the client at every attempt
 // (it lets the collector correct the device's clock skew).
 type Event struct {
-	EventID    string         `json:"event_id,omitempty"`
-	Type       string         `json:"type"`
-	OccurredAt time.Time      `json:"occurred_at,omitzero"`
-	App        App            `json:"app"`
-	Device     Device         `json:"device,omitzero"`
+	EventID    string    `json:"event_id,omitempty"`
+	Type       string    `json:"type"`
+	OccurredAt time.Time `json:"occurred_at,omitzero"`
+	App        App       `json:"app"`
+	Device     Device    `json:"device,omitzero"`
+	// Session groups the events of one app run (an id of at most 128 bytes).
+	Session *Session `json:"session,omitempty"`
+	// User is the app's user; the collector pseudonymises the id (a keyed
+	// hash) before anything keeps it.
+	User *User `json:"user,omitempty"`
+	// Location is where the device was; the collector coarsens it to its
+	// grid (0.1° by default) before anything keeps it.
+	Location   *Location      `json:"location,omitempty"`
 	Threats    []any          `json:"threats,omitempty"`
 	Attributes map[string]any `json:"attributes,omitempty"`
 }
@@ -79,6 +87,26 @@ type Device struct {
 	Manufacturer string `json:"manufacturer,omitempty"`
 	OS           string `json:"os,omitempty"`
 	OSVersion    string `json:"os_version,omitempty"`
+	// Language is a BCP 47 tag (en-GB), at most 35 bytes.
+	Language string `json:"language,omitempty"`
+}
+
+// Session is the app run an event belongs to.
+type Session struct {
+	ID string `json:"id"`
+}
+
+// User is the app's user; ID is a string of at most 256 bytes, never stored
+// as sent.
+type User struct {
+	ID string `json:"id"`
+}
+
+// Location is a position in degrees; AccuracyM (metres) is optional.
+type Location struct {
+	Lat       float64  `json:"lat"`
+	Lon       float64  `json:"lon"`
+	AccuracyM *float64 `json:"accuracy_m,omitempty"`
 }
 
 // Threat is a threat seen, in its object form (a bare string is the other
