@@ -1,6 +1,7 @@
 // Package postgres is the processor's adapter to the events DB: it writes
-// batches of events exactly once, folds facts into the rollups, keeps the
-// monthly partitions ahead, and holds the leader lock.
+// batches of events exactly once with their facts and their counts in
+// every rollup (rollups.go), keeps the monthly partitions ahead, and holds
+// the leader lock.
 //
 // How far "exactly once" holds. An event id is unique within its app (two
 // apps may send the same event_id without affecting each other), so the
@@ -14,7 +15,12 @@
 // In other words a re-send is stored once when the first copy was received
 // in the same or the previous UTC month: at least 28 days apart, up to about
 // 62. Older first copies are not looked at (their partition may be archived
-// and dropped) and the re-send would be stored again.
+// and dropped) and the re-send would be stored again. Nor are copies
+// received more than processor.MaxReceivedAhead after now, which no
+// processor stores. Two writers (a leader hand-over, shards) cannot both
+// miss each other's copy: each takes its batch's apps' locks
+// (events.lock_apps) before its insert statement, which then sees the
+// other's committed copy.
 package postgres
 
 import (
@@ -35,10 +41,11 @@ import (
 	"threatview/processor"
 )
 
-// Store is the events DB. It is safe for concurrent use, but the processor
-// writes from one goroutine (one leader, one writer): device_models_dim is
-// filled on the assumption of a single writer (a concurrent writer only
-// makes a batch fail and be retried, never miscount).
+// Store is the events DB. It is safe for concurrent use, and any number of
+// Stores may write one database (one per shard): writers of the same app
+// wait for each other (events.lock_apps). device_models_dim is filled
+// without a lock: a concurrent writer adding the same model only makes a
+// batch fail and be retried, never miscount.
 type Store struct {
 	pool *pgxpool.Pool
 	held atomic.Uint64 // events held in events.late_events (late.go)
