@@ -175,3 +175,32 @@ test("exactly once across a 503 storm and dropped connections (a collector resta
   const got = await waitStored(ids);
   assert.deepEqual(got, { rows: n, distinct: n }, "every event stored exactly once");
 });
+
+test("the investigation fields go through: a session id per run, language, a pseudonymised user and a coarsened location", { skip: skip || missing, timeout: 120000 }, async (t) => {
+  // The collector takes these fields only once the investigation contract
+  // has landed: ask it first.
+  const probe = await fetch(collector + "/v1/events", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: "Bearer " + token },
+    body: JSON.stringify({ type: "app.startup", app: { id: app }, session: { id: "probe" } }),
+  });
+  if (probe.status === 422) return t.skip("the collector does not take session yet");
+  assert.equal(probe.status, 202);
+  const rawUser = "sdk-js-user-" + Date.now();
+  const tv = new ThreatView({ endpoint: collector, token, app: { id: app }, sessionId: true, device: { language: "de-CH", model: "sdk-js-e2e" } });
+  const ids: string[] = [];
+  for (let i = 0; i < 20; i++) ids.push(tv.enqueue({ type: "app.startup", user: { id: rawUser }, location: { lat: 47.3769, lon: 8.5417, accuracy_m: 25 } }));
+  assert.equal(await tv.flush(60000), true);
+  await tv.shutdown();
+  assert.deepEqual(await waitStored(ids), { rows: 20, distinct: 20 });
+  const sql = `select count(distinct session_id), min(session_id), count(*) filter (where language = 'de-CH'),
+    count(*) filter (where user_pseudonym <> '' and position('${rawUser}' in user_pseudonym) = 0 and position('${rawUser}' in payload::text) = 0),
+    count(*) filter (where abs(lat - 47.3769) > 0.0001 and position('47.3769' in payload::text) = 0)
+    from events.events where app_id = '${app}' and id::text = any(string_to_array('${ids.join(",")}', ','))`;
+  const [sessions, session, lang, pseud, coarse] = execFileSync("psql", [db, "-Atc", sql], { encoding: "utf8" }).trim().split("|");
+  assert.equal(sessions, "1", "one session id for the run");
+  assert.match(session, new RegExp(vectors.client.event_id_pattern), "the session id is the run's UUIDv7");
+  assert.equal(lang, "20");
+  assert.equal(pseud, "20", "the user id is stored only as a pseudonym");
+  assert.equal(coarse, "20", "the location is stored coarsened");
+});
