@@ -54,7 +54,8 @@ test("1 M events flooded into a file queue capped at 10 MB: memory and disk stay
     assert.ok(st.bytes <= cap, `queue bytes ${st.bytes} > ${cap}`);
     assert.equal(st.queued, 1_000_000);
     assert.equal(st.pending + dropped, 1_000_000);
-    assert.ok(grown < 4 * cap, `heap grew ${(grown / 1048576).toFixed(1)} MiB`);
+    // Unbounded, 1 M events would hold about 375 MB (JSON, ids, entries).
+    assert.ok(grown < 5 * cap, `heap grew ${(grown / 1048576).toFixed(1)} MiB`);
     assert.ok(disk <= cap * 1.2, `stored ${disk} bytes`);
   } finally {
     rmSync(dir, { recursive: true, force: true });
