@@ -3,40 +3,12 @@ package egress_test
 import (
 	"context"
 	"errors"
-	"net"
 	"net/netip"
-	"sync"
 	"testing"
 
 	"threatview/alerts/egress"
+	"threatview/alerts/internal/egresstest"
 )
-
-// Resolver maps test names to addresses; nothing is looked up.
-type Resolver map[string][]netip.Addr
-
-// LookupNetIP answers from the map.
-func (r Resolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := r[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-// recorder is a dialer that records the address it was asked for and
-// connects nowhere: tests never dial a non-loopback address.
-type recorder struct {
-	mu    sync.Mutex
-	addrs []string
-}
-
-var errRecorded = errors.New("recorded, not dialled")
-
-func (d *recorder) dial(_ context.Context, _, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.addrs = append(d.addrs, addr)
-	return nil, errRecorded
-}
 
 func TestPublic(t *testing.T) {
 	for s, want := range map[string]bool{
@@ -68,7 +40,7 @@ func TestParsePolicy(t *testing.T) {
 // to at that moment, so a name pointed at the metadata service after it was
 // accepted (DNS rebinding) is refused, and nothing is dialled.
 func TestGuard_Dial(t *testing.T) {
-	res := Resolver{
+	res := egresstest.Resolver{
 		"metadata.test": {netip.MustParseAddr("169.254.169.254")},
 		"mapped.test":   {netip.MustParseAddr("::ffff:169.254.169.254")},
 		"mixed.test":    {netip.MustParseAddr("93.184.215.14"), netip.MustParseAddr("10.0.0.7")},
@@ -99,20 +71,20 @@ func TestGuard_Dial(t *testing.T) {
 		{"127.0.0.1:9", false, "127.0.0.1:9"},
 	} {
 		t.Run(tc.addr, func(t *testing.T) {
-			rec := &recorder{}
-			g := &egress.Guard{Policy: policy, Resolver: res, Dial: rec.dial}
+			rec := &egresstest.Recorder{}
+			g := &egress.Guard{Policy: policy, Resolver: res, Dial: rec.Dial}
 			_, err := g.DialContext(context.Background(), "tcp", tc.addr)
 			if tc.denied {
 				if err == nil || (tc.addr != "localhost:8080" && !errors.Is(err, egress.ErrDenied)) {
 					t.Fatalf("DialContext(%s) = %v, want refused", tc.addr, err)
 				}
-				if len(rec.addrs) != 0 {
-					t.Fatalf("DialContext(%s) dialled %v", tc.addr, rec.addrs)
+				if len(rec.Addrs()) != 0 {
+					t.Fatalf("DialContext(%s) dialled %v", tc.addr, rec.Addrs())
 				}
 				return
 			}
-			if !errors.Is(err, errRecorded) || len(rec.addrs) != 1 || rec.addrs[0] != tc.dialed {
-				t.Fatalf("DialContext(%s) = %v, dialled %v; want exactly %s", tc.addr, err, rec.addrs, tc.dialed)
+			if !errors.Is(err, egresstest.ErrRecorded) || len(rec.Addrs()) != 1 || rec.Addrs()[0] != tc.dialed {
+				t.Fatalf("DialContext(%s) = %v, dialled %v; want exactly %s", tc.addr, err, rec.Addrs(), tc.dialed)
 			}
 		})
 	}
@@ -121,7 +93,7 @@ func TestGuard_Dial(t *testing.T) {
 // TestGuard_Check is the creation-time check: literal and resolved
 // addresses alike.
 func TestGuard_Check(t *testing.T) {
-	res := Resolver{"metadata.test": {netip.MustParseAddr("169.254.169.254")}, "public.test": {netip.MustParseAddr("93.184.215.14")}}
+	res := egresstest.Resolver{"metadata.test": {netip.MustParseAddr("169.254.169.254")}, "public.test": {netip.MustParseAddr("93.184.215.14")}}
 	policy, _ := egress.ParsePolicy("127.0.0.1/32")
 	g := &egress.Guard{Policy: policy, Resolver: res}
 	for host, denied := range map[string]bool{"metadata.test": true, "169.254.169.254": true, "[::1]": true, "::ffff:10.0.0.1": true,

@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 
 	"threatview/alerts/egress"
 	"threatview/alerts/httpapi"
+	"threatview/alerts/internal/egresstest"
 	"threatview/platform/wire"
 )
 
@@ -38,22 +38,12 @@ func (r *recorder) bodies() string {
 	return b.String()
 }
 
-// names maps test host names to addresses; nothing is looked up.
-type names map[string][]netip.Addr
-
-func (n names) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := n[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
 func testDestinations(t *testing.T) httpapi.Destinations {
 	p, err := egress.ParsePolicy("127.0.0.1/32,siem.internal:6514")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return httpapi.Destinations{S3Buckets: []string{"siem-bucket"}, Guard: &egress.Guard{Policy: p, Resolver: names{
+	return httpapi.Destinations{S3Buckets: []string{"siem-bucket"}, Guard: &egress.Guard{Policy: p, Resolver: egresstest.Resolver{
 		"metadata.test": {netip.MustParseAddr("169.254.169.254")},
 		"siem.internal": {netip.MustParseAddr("10.20.0.5")},
 		"hooks.test":    {netip.MustParseAddr("93.184.215.14")},
