@@ -35,3 +35,19 @@ func TestSink_DialTimeCheck(t *testing.T) {
 		sink.Close()
 	}
 }
+
+// TestNewSink_S3Buckets (issue 37 item 6): an s3 forwarder whose bucket is
+// not one of ALERTS_S3_BUCKETS (one stored before the list existed) does
+// not start, so it cannot write into the archive's or the audit trail's
+// bucket with the service's credentials.
+func TestNewSink_S3Buckets(t *testing.T) {
+	f := alerts.Forwarder{ID: "s3", Type: alerts.ForwardS3, URL: "s3://audit-trail/checkpoints/", Format: alerts.FormatOCSF}
+	cfg := forward.Config{Version: "test", S3: forward.S3Config{Region: "us-east-1", Buckets: []string{"siem-bucket"}}}
+	if _, err := forward.NewSink(&f, cfg); err == nil {
+		t.Fatal("NewSink for a bucket not configured succeeded")
+	}
+	f.URL = "s3://siem-bucket/threatview/"
+	if _, err := forward.NewSink(&f, cfg); err != nil {
+		t.Fatalf("NewSink for a configured bucket = %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,6 +21,10 @@ type S3Config struct {
 	Endpoint  string // blank: AWS
 	Region    string
 	PathStyle bool
+	// Buckets are the only buckets a forwarder may write to
+	// (ALERTS_S3_BUCKETS): a forwarder stored before that list existed, or
+	// after a bucket left it, does not start.
+	Buckets []string
 }
 
 // s3Put is the part of the S3 client the sink uses.
@@ -45,6 +50,9 @@ func NewS3(ctx context.Context, rawURL, version string, cfg S3Config) (*S3, erro
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme != "s3" || u.Host == "" {
 		return nil, fmt.Errorf("s3 forwarder url %q is not s3://bucket/prefix", rawURL)
+	}
+	if !slices.Contains(cfg.Buckets, u.Host) {
+		return nil, fmt.Errorf("s3 forwarder: bucket %s is not one of ALERTS_S3_BUCKETS", u.Host)
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, config.WithRegion(cfg.Region))
 	if err != nil {

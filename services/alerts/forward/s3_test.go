@@ -39,7 +39,7 @@ func mustS3Sink(t *testing.T, bucket string) (*S3, *s3.Client) {
 	}
 	f := alerts.Forwarder{ID: uuid.NewString(), Type: alerts.ForwardS3, Format: alerts.FormatOCSF,
 		URL: "s3://" + bucket + "/" + testenv.Name("siem")}
-	sink, err := NewSink(&f, Config{Version: "test", Host: "host1", S3: S3Config{Endpoint: endpoint, Region: "us-east-1", PathStyle: true}})
+	sink, err := NewSink(&f, Config{Version: "test", Host: "host1", S3: S3Config{Endpoint: endpoint, Region: "us-east-1", PathStyle: true, Buckets: []string{bucket}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		host = "threatview"
 	}
 	fwd := forward.Config{Batch: cfg.ForwardBatch, Poll: cfg.ForwardPoll, Version: version, Host: host,
-		S3:    forward.S3Config{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle},
+		S3:    forward.S3Config{Endpoint: cfg.S3Endpoint, Region: cfg.S3Region, PathStyle: cfg.S3PathStyle, Buckets: cfg.S3Buckets},
 		Guard: guard, MaxBacklog: cfg.ForwardMaxBacklog, Metrics: forward.NewMetrics(reg)}
 
 	var wg sync.WaitGroup
