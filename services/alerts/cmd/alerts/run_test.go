@@ -86,6 +86,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"AUDITLOGGER_SERVICE_URL", "ftp://x", "AUDITLOGGER_SERVICE_URL"},
 		{"ALERTS_SMTP_ADDR", "nohostport", "ALERTS_SMTP_ADDR"},
 		{"ALERTS_FORWARD_BATCH", "0", "ALERTS_FORWARD_BATCH"},
+		{"ALERTS_EGRESS_ALLOW", "10.0.0.0/33", "ALERTS_EGRESS_ALLOW"},
+		{"ALERTS_EGRESS_ALLOW", "siem.internal", "ALERTS_EGRESS_ALLOW"},
+		{"ALERTS_S3_BUCKETS", "a,b/c", "ALERTS_S3_BUCKETS"},
+		{"ALERTS_FORWARD_MAX_BACKLOG", "10", "ALERTS_FORWARD_MAX_BACKLOG"},
+		{"ALERTS_SMTP_TLS", "maybe", "ALERTS_SMTP_TLS"},
 	} {
 		env := map[string]string{}
 		for k, v := range base {
