@@ -44,9 +44,16 @@ type prepared struct {
 
 var noThreats = []string{}
 
+// eventKey is an event's identity: its id as PostgreSQL compares it (the
+// 16 bytes: the wire allows upper-case hex), and its app.
 type eventKey struct {
-	id  string
+	id  [16]byte
 	app string
+}
+
+func keyOf(e *wire.Event) eventKey {
+	u, _ := parseUUID(e.ID) // not a UUID: the COPY refuses it (errEncode)
+	return eventKey{u.Bytes, e.App.ID}
 }
 
 // prepare drops the repeats of an (id, app) within events, keeping the
@@ -57,7 +64,7 @@ func prepare(events []wire.Event) prepared {
 	apps := map[string]struct{}{}
 	var drop []bool
 	for i := range events {
-		k := eventKey{events[i].ID, events[i].App.ID}
+		k := keyOf(&events[i])
 		j, dup := seen[k]
 		if !dup {
 			seen[k] = i
@@ -188,7 +195,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, events []wire.Event, sinc
 	}
 	index := make(map[eventKey]int, len(p.events))
 	for i := range p.events {
-		index[eventKey{p.events[i].ID, p.events[i].App.ID}] = i
+		index[keyOf(&p.events[i])] = i
 	}
 	var acc rollupAcc
 	res, err := br.Query()
@@ -197,7 +204,7 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, events []wire.Event, sinc
 		var app string
 		var model int32
 		_, err = pgx.ForEachRow(res, []any{&id, &app, &model}, func() error {
-			i, ok := index[eventKey{formatUUID(id), app}]
+			i, ok := index[eventKey{id, app}]
 			if !ok {
 				return fmt.Errorf("inserted row %x of app %q is not in the batch", id, app)
 			}
@@ -217,21 +224,6 @@ func (s *Store) insert(ctx context.Context, tx pgx.Tx, events []wire.Event, sinc
 		}
 	}
 	return acc.n, nil
-}
-
-func formatUUID(b [16]byte) string {
-	const hexd = "0123456789abcdef"
-	var out [36]byte
-	j := 0
-	for i, c := range b {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out[j] = '-'
-			j++
-		}
-		out[j], out[j+1] = hexd[c>>4], hexd[c&15]
-		j += 2
-	}
-	return string(out[:])
 }
 
 // The rollups: four dimensions by three grains, each per app and over all

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,20 @@ func TestStore_WriteBatch(t *testing.T) {
 			}
 		})
 	}
+
+	// The wire allows upper-case hex; PostgreSQL compares the 16 bytes.
+	t.Run("UpperCaseIDIsTheSameEvent", func(t *testing.T) {
+		e := pgtest.Event(r, now, 0)
+		upper := e
+		upper.ID = strings.ToUpper(e.ID)
+		upper.ReceivedAt = e.ReceivedAt.Add(time.Second)
+		if res := write(t, s, upper, e); res != (processor.WriteResult{Stored: 1, Duplicates: 1}) {
+			t.Fatalf("WriteBatch(upper, lower) = %+v, want 1 stored, 1 duplicate", res)
+		}
+		if res := write(t, s, upper); res != (processor.WriteResult{Duplicates: 1}) {
+			t.Fatalf("WriteBatch(upper) again = %+v, want 1 duplicate", res)
+		}
+	})
 
 	t.Run("DeviceModelsOnce", func(t *testing.T) {
 		a, b := pgtest.Event(r, now, 0), pgtest.Event(r, now, 0)
