@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ThreatView, memoryStorage, uuidv7, type Config, type Drop } from "../src/index.js";
+import { ThreatView, memoryStorage, asyncStorage, preferencesStorage, uuidv7, type Config, type Drop, type Storage } from "../src/index.js";
 import { fileStorage } from "../src/node.js";
 import { FakeClock, fakeFetch, accepted, settle, type Answer } from "./helpers.js";
 
@@ -372,4 +372,39 @@ test("at most concurrency requests are in flight; flush waits for all of them", 
   assert.equal(most, 2);
   assert.equal(tv.stats().delivered, 50);
   await tv.shutdown();
+});
+
+test("the React Native and Capacitor adapters keep the queue across a restart", async (t) => {
+  const m = new Map<string, string>();
+  // Fakes shaped as AsyncStorage's default export and Capacitor's Preferences.
+  const rn = asyncStorage({
+    getItem: async (k) => m.get(k) ?? null,
+    setItem: async (k, v) => void m.set(k, v),
+    removeItem: async (k) => void m.delete(k),
+    getAllKeys: async () => [...m.keys()],
+  });
+  const cap = preferencesStorage({
+    get: async ({ key }) => ({ value: m.get(key) ?? null }),
+    set: async ({ key, value }) => void m.set(key, value),
+    remove: async ({ key }) => void m.delete(key),
+    keys: async () => ({ keys: [...m.keys()] }),
+  });
+  for (const [name, storage] of [["asyncStorage", rn], ["preferencesStorage", cap]] as Array<[string, Storage]>) {
+    await t.test(name, async () => {
+      m.clear();
+      const a = client([{ status: 503 }], { storage, persistIntervalMs: 10 });
+      await settle();
+      const ids = [a.tv.enqueue(ev(1)), a.tv.enqueue(ev(2))];
+      await a.clock.advance(20);
+      const closing = a.tv.shutdown(0);
+      await a.clock.advance(1);
+      await closing;
+      assert.ok([...m.keys()].some((k) => k.startsWith("threatview.q.")), "stored");
+      const b = client([accepted], { storage });
+      assert.equal(await b.tv.flush(), true);
+      assert.deepEqual(b.requests.flatMap((r) => r.body.events.map((e) => e.event_id)), ids);
+      await b.tv.shutdown();
+      assert.deepEqual([...m.keys()], [], "delivered events leave the storage");
+    });
+  }
 });
