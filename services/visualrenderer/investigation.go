@@ -248,6 +248,39 @@ type ThreatReport struct {
 	Series        []TimeCount `json:"series"`
 }
 
+// ThreatSelection is the threat types a report covers: Types, and with
+// Unlisted every type not in Listed (the category other).
+type ThreatSelection struct {
+	Types    []string
+	Unlisted bool
+	Listed   []string
+}
+
+// Select returns the selection of a threat type or, when name is a
+// category, of every type of that category in t.
+func (t Taxonomy) Select(name string) ThreatSelection {
+	if !IsCategory(name) {
+		return ThreatSelection{Types: []string{name}}
+	}
+	sel := ThreatSelection{Types: []string{}, Listed: []string{}}
+	for typ, c := range t {
+		sel.Listed = append(sel.Listed, typ)
+		if c.Category == name {
+			sel.Types = append(sel.Types, typ)
+		}
+	}
+	sel.Unlisted = name == "other"
+	return sel
+}
+
+// Match reports whether sel selects a threat type.
+func (sel ThreatSelection) Match(threat string) bool {
+	if contains(sel.Types, threat) {
+		return true
+	}
+	return sel.Unlisted && !contains(sel.Listed, threat)
+}
+
 // RollupQuery is the query of overview, map and report: an app (blank: all)
 // and whole UTC days [From, To).
 type RollupQuery struct {
@@ -271,9 +304,8 @@ type Investigator interface {
 	// Overview, Map and ThreatReport read the investigation rollups.
 	Overview(ctx context.Context, q RollupQuery) (Overview, error)
 	Map(ctx context.Context, q RollupQuery) (MapData, error)
-	// ThreatReport reports the threat types in types (one type, or the
-	// types of a category seen in the range).
-	ThreatReport(ctx context.Context, q RollupQuery, match func(threat string) bool) (ThreatReport, error)
+	// ThreatReport reports the threat types sel selects.
+	ThreatReport(ctx context.Context, q RollupQuery, sel ThreatSelection) (ThreatReport, error)
 	// Taxonomy returns the classes of the listed threat types.
 	Taxonomy(ctx context.Context) (Taxonomy, error)
 	// SetThreatClass writes one type's class; audit runs inside the

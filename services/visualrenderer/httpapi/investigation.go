@@ -294,13 +294,11 @@ func (h *Handler) threatReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A category's report covers every type of it (by the taxonomy now).
-	match := func(t string) bool { return t == typ }
 	category := tax.Class(typ).Category
 	if visualrenderer.IsCategory(typ) {
 		category = typ
-		match = func(t string) bool { return tax.Class(t).Category == typ }
 	}
-	rep, err := h.inv.Store.ThreatReport(r.Context(), q, match)
+	rep, err := h.inv.Store.ThreatReport(r.Context(), q, tax.Select(typ))
 	if err != nil {
 		h.writeInvErr(w, r, err)
 		return

@@ -280,14 +280,19 @@ func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualre
 }
 
 // ThreatReport implements visualrenderer.Investigator.
-func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, match func(string) bool) (visualrenderer.ThreatReport, error) {
+func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, sel visualrenderer.ThreatSelection) (visualrenderer.ThreatReport, error) {
+	match := sel.Match
 	r := visualrenderer.ThreatReport{From: q.From, To: q.To, Granularity: "day"}
 	hourly := q.To.Sub(q.From) <= 2*24*time.Hour
 	if hourly {
 		r.Granularity = "hour"
 	}
+	// Only the types asked for are read: one type, or a category's listed
+	// types and, for other, every type the taxonomy does not list.
 	rows, err := s.pool.Query(ctx, `SELECT day, threat, dim, key, sum(count)::bigint FROM facts.inv_threat_daily
-		WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3) GROUP BY 1, 2, 3, 4`, q.From, q.To, q.AppID)
+		WHERE day >= $1::date AND day < $2::date AND ($3 = '' OR app_id = $3)
+		  AND (threat = ANY($4) OR ($5 AND NOT threat = ANY($6)))
+		GROUP BY 1, 2, 3, 4`, q.From, q.To, q.AppID, sel.Types, sel.Unlisted, sel.Listed)
 	if err != nil {
 		return r, unavailable("threat report", err)
 	}

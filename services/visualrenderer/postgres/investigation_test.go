@@ -117,7 +117,7 @@ func TestStore_Investigation(t *testing.T) {
 		}
 	})
 	t.Run("ThreatReport", func(t *testing.T) {
-		r, err := s.ThreatReport(ctx, q, func(t string) bool { return t == "Hooks" })
+		r, err := s.ThreatReport(ctx, q, visualrenderer.ThreatSelection{Types: []string{"Hooks"}})
 		if err != nil || r.Events != 2 || r.Devices != 1 || len(r.ByOSVersion) != 1 || r.ByOSVersion[0].Key != "android 14.1" ||
 			len(r.Series) != 1 || !r.Series[0].T.Equal(day.Add(5*time.Hour)) {
 			t.Errorf("ThreatReport = %+v, %v", r, err)

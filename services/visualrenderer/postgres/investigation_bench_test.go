@@ -1,0 +1,192 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"threatview/visualrenderer"
+	"threatview/visualrenderer/internal/rtest"
+	"threatview/visualrenderer/postgres"
+)
+
+// invBenchEvents is the benchmark's number of events (INV_BENCH_EVENTS,
+// default 1,000,000; the issue's bound is stated at 50,000,000). The spread
+// follows the issue's: 200 apps, devices = events / 50, sessions = events /
+// 17, users = devices / 2, a third of the events threat events of 18 types,
+// all in the current month, over its first days up to now.
+func invBenchEvents() int {
+	if n, err := strconv.Atoi(os.Getenv("INV_BENCH_EVENTS")); err == nil && n >= 1000 {
+		return n
+	}
+	return 1_000_000
+}
+
+// seedInvestigation generates n events server-side (INSERT ... SELECT over
+// generate_series, in chunks, as COPY would load them) into events.events
+// with every index of migration 000013 in place, then builds the
+// investigation rollups from them with the processor's rules. It returns
+// the load time of the events alone.
+func seedInvestigation(b *testing.B, pool *pgxpool.Pool, n int, end time.Time) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	span := 7 * 24 * time.Hour // the events' received_at spread: the last 7 days
+	if _, err := pool.Exec(ctx, `SELECT events.ensure_monthly_partitions('events.events', $1, 1)`, end.Add(-span)); err != nil {
+		b.Fatal(err)
+	}
+	devices, sessions := n/50+1, n/17+1
+	start := time.Now()
+	const chunk = 250_000
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		_, err := pool.Exec(ctx, `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, app_version, device_id,
+				device_model, manufacturer, os, os_version, country, session_id, user_pseudonym, language, os_major, os_minor,
+				lat, lon, threat_types, payload)
+			SELECT md5(i::text)::uuid, t, t, CASE WHEN i % 3 = 0 THEN 'threat.detected' ELSE 'app.startup' END,
+				'app-' || (i * 7919 % 200), '5.' || (i % 13), 'dev-' || d, 'Model ' || (d % 300), 'Maker ' || (d % 20),
+				CASE WHEN d % 4 = 0 THEN 'ios' ELSE 'android' END, (12 + d % 6) || '.' || (d % 4) || '.1',
+				chr((65 + d % 26)::int) || chr((65 + (d / 26) % 26)::int), 'ses-' || (i * 104729 % $4),
+				CASE WHEN d % 2 = 0 THEN 'k1:' || md5('u' || (d / 2)) ELSE '' END, 'en-GB', 12 + d % 6, d % 4,
+				(d % 1700) / 10.0 - 85, (d % 3600) / 10.0 - 180,
+				CASE WHEN i % 3 = 0 THEN ARRAY[(ARRAY['AppIntegrity','PrivilegedAccess','Debug','Hooks','Passcode','Simulator',
+					'SecureHardwareNotAvailable','SystemVPN','DeviceBinding','DeviceID','UnofficialStore','ObfuscationIssues',
+					'DevMode','Malware','ADBEnabled','Screenshot','ScreenRecording','MultiInstance'])[1 + i % 18]] ELSE '{}' END,
+				'{"attributes":{"k":"v"}}'
+			FROM (SELECT i, (i * 2654435761) % $3 AS d, $5::timestamptz - (i % 604800) * interval '1 second' AS t
+				FROM generate_series($1::bigint, $2::bigint - 1) i) g`, lo, hi, devices, sessions, end)
+		if err != nil {
+			b.Fatalf("generate events %d..%d: %v", lo, hi, err)
+		}
+	}
+	load := time.Since(start)
+	for _, q := range []string{
+		`INSERT INTO facts.inv_daily SELECT (occurred_at AT TIME ZONE 'UTC')::date, app_id, count(*), count(*) FILTER (WHERE threat_types <> '{}') FROM events.events GROUP BY 1, 2`,
+		`INSERT INTO facts.inv_daily_users SELECT DISTINCT (occurred_at AT TIME ZONE 'UTC')::date, app_id, user_pseudonym FROM events.events WHERE user_pseudonym <> ''`,
+		`INSERT INTO facts.inv_device_days SELECT DISTINCT (occurred_at AT TIME ZONE 'UTC')::date, app_id, t.threat, country,
+			lat::text || ',' || lon::text, device_id FROM events.events, unnest('{""}'::text[] || threat_types) t(threat)`,
+		`INSERT INTO facts.inv_geo_daily SELECT (occurred_at AT TIME ZONE 'UTC')::date, app_id, t.threat, country, lat::text || ',' || lon::text, count(*)
+			FROM events.events, unnest('{""}'::text[] || threat_types) t(threat) GROUP BY 1, 2, 3, 4, 5`,
+		`INSERT INTO facts.inv_threat_daily SELECT (occurred_at AT TIME ZONE 'UTC')::date, app_id, t.threat, d.dim, d.key, count(*)
+			FROM events.events, unnest(threat_types) t(threat), LATERAL (VALUES ('os', os), ('os_version', os || ' ' || os_major || '.' || os_minor),
+				('device_model', manufacturer || ' ' || device_model), ('country', country::text), ('app_version', app_version),
+				('hour', to_char(occurred_at AT TIME ZONE 'UTC', 'HH24'))) d(dim, key) GROUP BY 1, 2, 3, 4, 5`,
+		`ANALYZE`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			b.Fatalf("%.60s: %v", q, err)
+		}
+	}
+	return load
+}
+
+// BenchmarkInvestigation measures the read API's queries at
+// INV_BENCH_EVENTS events (default 1 M): p50 and p95 server time of
+// searches by device, user, session and threat, a device timeline, and the
+// overview and a threat report over 7 days. Run:
+//
+//	INV_BENCH_EVENTS=1000000 go test -run '^$' -bench BenchmarkInvestigation -benchtime 1x ./postgres/
+func BenchmarkInvestigation(b *testing.B) {
+	url, pool := rtest.MustEventsDB(b)
+	n := invBenchEvents()
+	end := time.Now().UTC()
+	load := seedInvestigation(b, pool, n, end)
+	var size string
+	_ = pool.QueryRow(context.Background(), `SELECT pg_size_pretty(sum(pg_total_relation_size(c.oid))) FROM pg_inherits i
+		JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events.events'::regclass`).Scan(&size)
+	b.Logf("%d events generated in %v (%.0f events/s with every index), events.events %s", n, load.Round(time.Millisecond), float64(n)/load.Seconds(), size)
+	if os.Getenv("INV_BENCH_EXPLAIN") != "" {
+		for _, q := range []string{os.Getenv("INV_BENCH_EXPLAIN")} {
+			rows, err := pool.Query(context.Background(), "EXPLAIN ANALYZE "+q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+				var line string
+				_ = rows.Scan(&line)
+				b.Log(line)
+			}
+			rows.Close()
+		}
+	}
+	s, err := postgres.Open(context.Background(), url, 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	tax, _ := s.Taxonomy(ctx)
+	f := visualrenderer.EventFilter{From: end.Add(-7 * 24 * time.Hour), To: end.Add(time.Second), Limit: 50}
+	day := end.Truncate(24 * time.Hour)
+	week := visualrenderer.RollupQuery{From: day.Add(-6 * 24 * time.Hour), To: day.Add(24 * time.Hour), K: 5}
+	cases := []struct {
+		name string
+		run  func(i int) error
+	}{
+		{"search/device", func(i int) error {
+			g := f
+			g.DeviceID = "dev-" + strconv.Itoa(i*7%(n/50+1))
+			_, err := s.SearchEvents(ctx, g, tax)
+			return err
+		}},
+		{"search/user", func(i int) error {
+			var p string
+			_ = pool.QueryRow(ctx, `SELECT 'k1:' || md5('u' || $1::text)`, i*11%(n/100+1)).Scan(&p)
+			g := f
+			g.Users = []string{p}
+			_, err := s.SearchEvents(ctx, g, tax)
+			return err
+		}},
+		{"search/session", func(i int) error {
+			g := f
+			g.SessionID = "ses-" + strconv.Itoa(i*13%(n/17+1))
+			_, err := s.SearchEvents(ctx, g, tax)
+			return err
+		}},
+		{"search/threat", func(i int) error {
+			g := f
+			g.Threat = []string{"Hooks", "Debug", "Malware", "MultiInstance"}[i%4]
+			_, err := s.SearchEvents(ctx, g, tax)
+			return err
+		}},
+		{"search/latest", func(i int) error { _, err := s.SearchEvents(ctx, f, tax); return err }},
+		{"timeline/device", func(i int) error {
+			_, err := s.Timeline(ctx, "device", []string{"dev-" + strconv.Itoa(i*17%(n/50+1))}, "", tax)
+			if err != nil && !isNotFound(err) {
+				return err
+			}
+			return nil
+		}},
+		{"overview/7d", func(i int) error { _, err := s.Overview(ctx, week); return err }},
+		{"report/7d", func(i int) error {
+			_, err := s.ThreatReport(ctx, week, visualrenderer.ThreatSelection{Types: []string{"Hooks"}})
+			return err
+		}},
+		{"map/7d", func(i int) error { _, err := s.Map(ctx, week); return err }},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			const runs = 40
+			var d []time.Duration
+			for i := range runs {
+				t0 := time.Now()
+				if err := c.run(i); err != nil {
+					b.Fatal(err)
+				}
+				d = append(d, time.Since(t0))
+			}
+			slices.Sort(d)
+			b.ReportMetric(float64(d[runs/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(d[runs*95/100].Microseconds())/1000, "p95-ms")
+			b.Log(fmt.Sprintf("%s at %d events: p50 %v p95 %v", c.name, n, d[runs/2], d[runs*95/100]))
+		})
+	}
+}
+
+func isNotFound(err error) bool { return errors.Is(err, visualrenderer.ErrNotFound) }
