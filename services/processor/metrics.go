@@ -17,6 +17,9 @@ type Metrics struct {
 	// the ThreatViewAggregationLag alert, which read it).
 	AggregationLag prometheus.Gauge
 	Leader         prometheus.Gauge
+	// RateCap is the events/s the writes are paced to (processor.Yield);
+	// 0 while unpaced.
+	RateCap prometheus.Gauge
 	// PartitionsAhead is set after each partition upkeep from the catalog.
 	PartitionsAhead prometheus.Gauge
 	// Suppressed counts events dropped because their device is suppressed.
@@ -66,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "processor_aggregation_lag_seconds",
 			Help: "How far the rollups lag behind the stored events: always 0, since they are folded in the transaction that stores the events.",
 		}),
+		RateCap: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "processor_write_rate_cap_events_per_second",
+			Help: "Events a second the writes are paced to while the CPU is contended (PROCESSOR_YIELD_CPU_PRESSURE); 0 while unpaced.",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "processor_leader",
 			Help: "1 while this replica holds the leader lock and consumes.",
@@ -84,6 +91,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.Suppressed, m.Suppressions, m.BatchEvents, m.BatchSeconds, m.EventsStored, m.Duplicates, m.DeadLettered, m.Isolated,
-		m.WriteErrors, m.AckErrors, m.AggregationLag, m.Leader, m.PartitionsAhead)
+		m.WriteErrors, m.AckErrors, m.AggregationLag, m.RateCap, m.Leader, m.PartitionsAhead)
 	return m
 }

@@ -39,6 +39,13 @@ type Config struct {
 	// 1,500 req/s for 100 ms against 25 ms).
 	BatchMaxWait time.Duration `env:"PROCESSOR_BATCH_MAX_WAIT" envDefault:"100ms"`
 
+	// YieldCPUPressure, when above 0, paces the writes while the machine's
+	// CPU pressure (PSI "some avg10", in percent) is above it, so a drain
+	// leaves the cores to live traffic first; unpaced again once it is
+	// below half of it (processor.Yield). 0: never paced.
+	YieldCPUPressure int `env:"PROCESSOR_YIELD_CPU_PRESSURE" envDefault:"0"`
+	// YieldMinRate is the slowest the pacing lets a drain go, events/s.
+	YieldMinRate int `env:"PROCESSOR_YIELD_MIN_RATE" envDefault:"2000"`
 	// PartitionsAhead is how many months after the current one have partitions.
 	PartitionsAhead int `env:"PROCESSOR_PARTITIONS_AHEAD" envDefault:"3"`
 	// SuppressionRefresh is how often the suppressed devices are re-read from
@@ -80,6 +87,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_BATCH_MAX_EVENTS must be positive, got %d", c.BatchMaxEvents)
 	case c.BatchMaxWait < 0:
 		return fmt.Errorf("PROCESSOR_BATCH_MAX_WAIT must not be negative, got %s", c.BatchMaxWait)
+	case c.YieldCPUPressure < 0 || c.YieldCPUPressure > 100:
+		return fmt.Errorf("PROCESSOR_YIELD_CPU_PRESSURE must be a percentage (0: off), got %d", c.YieldCPUPressure)
+	case c.YieldMinRate <= 0:
+		return fmt.Errorf("PROCESSOR_YIELD_MIN_RATE must be positive, got %d", c.YieldMinRate)
 	case c.PartitionsAhead < 0:
 		return fmt.Errorf("PROCESSOR_PARTITIONS_AHEAD must not be negative, got %d", c.PartitionsAhead)
 	case c.LeaderPoll <= 0:

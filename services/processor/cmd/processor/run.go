@@ -87,7 +87,12 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		}
 	}
 	sup := processor.NewSuppressions(metrics.Suppressed)
-	cons := pipeline.NewConsumer(processor.Handler(processor.Suppressing(store, sup)), pub, ccfg, log)
+	var sink processor.Store = store
+	if cfg.YieldCPUPressure > 0 {
+		high := float64(cfg.YieldCPUPressure) / 100
+		sink = processor.Yielding(store, processor.NewYield(high, high/2, float64(cfg.YieldMinRate), metrics.RateCap))
+	}
+	cons := pipeline.NewConsumer(processor.Handler(processor.Suppressing(sink, sup)), pub, ccfg, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
