@@ -65,7 +65,7 @@ type handler struct {
 type Destinations struct {
 	// Guard refuses webhook, Slack, syslog and HTTP destinations on
 	// private, loopback and link-local addresses the operator did not
-	// allow (nil: no check, for tests of other things).
+	// allow (nil: egress.NewGuard(nil), which allows none of them).
 	Guard *egress.Guard
 	// S3Buckets are the buckets s3 forwarders may write to; none: no s3
 	// forwarder can be created.
@@ -367,7 +367,8 @@ type forwarderInput struct {
 	AppIDs  []string `json:"app_ids"`
 	Threats []string `json:"threats"`
 	CAPEM   string   `json:"ca_pem"`
-	// SecretHeader is write-only: never shown again, never audited.
+	// SecretHeader is write-only: its value is never shown again nor
+	// audited (its name is).
 	SecretHeader *alerts.SecretHeader `json:"secret_header"`
 }
 
