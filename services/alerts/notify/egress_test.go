@@ -3,6 +3,9 @@ package notify_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,5 +36,20 @@ func TestSender_DialTimeCheck(t *testing.T) {
 	err := s.Send(context.Background(), alerts.Channel{Type: alerts.ChannelWebhook, URL: "http://public.test:8080/hook", Secret: secret32}, "d-2", []byte(`{}`))
 	if a := rec.Addrs(); !errors.Is(err, egresstest.ErrRecorded) || len(a) != 1 || a[0] != "93.184.215.14:8080" {
 		t.Fatalf("Send to a public name = %v, dialled %v; want exactly 93.184.215.14:8080", err, a)
+	}
+}
+
+// TestSender_NoRedirect: a receiver's redirect is not followed (it could
+// point anywhere, past the check of the first address): the delivery fails
+// and the second address is never asked.
+func TestSender_NoRedirect(t *testing.T) {
+	var hit atomic.Bool
+	second := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hit.Store(true) }))
+	defer second.Close()
+	first := httptest.NewServer(http.RedirectHandler(second.URL, http.StatusTemporaryRedirect))
+	defer first.Close()
+	err := newSender(t, time.Second).Send(context.Background(), alerts.Channel{Type: alerts.ChannelWebhook, URL: first.URL, Secret: secret32}, "d-1", []byte(`{}`))
+	if err == nil || hit.Load() {
+		t.Fatalf("Send to a redirecting receiver = %v, redirect followed %v; want an error and no second request", err, hit.Load())
 	}
 }
