@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -776,3 +777,67 @@ func (s *Server) threatReportPage(w http.ResponseWriter, r *http.Request) {
 
 // Type is the report's threat type.
 func (d reportData) Type() string { return d.Threat }
+
+// categories are the taxonomy's threat categories (DESIGN.md).
+var categories = []string{"platform-integrity", "anti-tampering", "anti-static-analysis", "anti-dynamic-analysis", "network", "malware", "other"}
+
+type categoryData struct {
+	Category         string
+	Period           period
+	Periods          []option
+	AppID            string
+	Threats          []threatRow
+	Sightings, Prev  int64
+	Trend, EventsURL string
+}
+
+// categoryReportPage is the report of one threat category: its threat
+// types' sightings in the period against the period before, each a link to
+// its own report, and the category's events in All Events.
+func (s *Server) categoryReportPage(w http.ResponseWriter, r *http.Request) {
+	cat := chi.URLParam(r, "category")
+	if !slices.Contains(categories, cat) {
+		s.fail(w, r, http.StatusNotFound, "not_found", "There is no such category: use one of "+strings.Join(categories, ", ")+".")
+		return
+	}
+	p, app, ok := s.periodAndApp(w, r, "7d")
+	if !ok {
+		return
+	}
+	token := sessionOf(r).Token
+	var cur, prev upstream.Stats
+	var tax upstream.Taxonomy
+	statsQ := func(v url.Values) url.Values { v.Set("granularity", "day"); return v }
+	err := parallel(
+		func() (err error) {
+			cur, err = s.deps.Renderer.Stats(r.Context(), token, "threat", statsQ(p.query(app)))
+			return
+		},
+		func() (err error) {
+			prev, err = s.deps.Renderer.Stats(r.Context(), token, "threat", statsQ(p.prevQuery(app)))
+			return
+		},
+		func() (err error) { tax, err = s.deps.Renderer.Taxonomy(r.Context(), token); return },
+	)
+	if err != nil {
+		s.upstreamFail(w, r, "Reading the category", err)
+		return
+	}
+	base := url.Values{"period": {p.Key}}
+	if app != "" {
+		base.Set("app_id", app)
+	}
+	d := categoryData{Category: cat, Period: p, Periods: periodOptions(p.Key), AppID: app}
+	for _, t := range threatRows(cur, prev, tax, base) {
+		if t.Category == cat || t.Category == "" && cat == "other" {
+			d.Threats = append(d.Threats, t)
+			d.Sightings += t.Count
+			d.Prev += t.Prev
+		}
+	}
+	d.Trend = trend(d.Sightings, d.Prev)
+	ev := cloneValues(base)
+	ev.Set("category", cat)
+	d.EventsURL = "/events?" + ev.Encode()
+	s.render(w, r, http.StatusOK, "category", "Threat category: "+cat, d, "", "")
+}

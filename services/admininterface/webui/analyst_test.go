@@ -138,6 +138,13 @@ func TestAnalystPages(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(page, "50.0 %") || !strings.Contains(page, `href="/events?country=FR&amp;period=7d&amp;threat=root"`) {
 		t.Errorf("report = %d:\n%.800s", resp.StatusCode, page)
 	}
+	resp, page = b.do("GET", "/reports/categories/platform-integrity?period=7d", nil)
+	if resp.StatusCode != 200 || !strings.Contains(page, `href="/reports/threats/root?period=7d"`) || !strings.Contains(page, "/events?category=platform-integrity") {
+		t.Errorf("category report = %d:\n%.800s", resp.StatusCode, page)
+	}
+	if resp, _ := b.do("GET", "/reports/categories/astrology", nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown category = %d, want 404", resp.StatusCode)
+	}
 	if resp, _ := b.do("GET", "/users", nil); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("an analyst opens /users: %d, want 403", resp.StatusCode)
 	}

@@ -250,6 +250,7 @@ func (s *Server) Handler(reg *prometheus.Registry, checks map[string]httpserver.
 				r.With(s.needRenderer).Get("/events/live", s.eventsLive)
 				r.With(s.needRenderer).Get("/timelines/{kind}/{id}", s.timelinePage)
 				r.With(s.needRenderer).Get("/reports/threats/{type}", s.threatReportPage)
+				r.With(s.needRenderer).Get("/reports/categories/{category}", s.categoryReportPage)
 				r.Get("/dashboards", s.dashboards)
 				r.Get("/dashboards/chart/{dimension}.svg", s.dashboardChart)
 				r.Get("/alerts", s.alertsPage)

@@ -83,7 +83,10 @@ func TestBrowser_Analyst(t *testing.T) {
 		w.Type("#username", user)
 		w.Type("#password", password)
 		w.Press(`form[action="/login"] button[type="submit"]`)
-		w.Do("signed in", chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Main"]`)))
+		w.Do("signed in or refused", chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Main"], main p.error`)))
+		if msg := browsertest.Eval[string](w, `(document.querySelector("main p.error") || {textContent: ""}).textContent`); msg != "" {
+			t.Fatalf("sign-in of %s refused: %s", user, msg)
+		}
 	}
 	signIn(analyst, pw)
 
@@ -109,6 +112,9 @@ func TestBrowser_Analyst(t *testing.T) {
 	if n := browsertest.Eval[int](w, `document.querySelectorAll('#home-map path').length`); n < 150 {
 		t.Errorf("the world map has %d countries, want the whole world", n)
 	}
+	paint := browsertest.Eval[string](w, `JSON.stringify({paint: performance.getEntriesByType("paint").map(e => [e.name, Math.round(e.startTime)]),
+		dcl: Math.round(performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd), load: Math.round(performance.getEntriesByType("navigation")[0].loadEventEnd)})`)
+	t.Logf("the home page's timings in Chromium (ms after navigation): %s", paint)
 	w.Press(`#home-map button[data-zoom="in"]`)
 	if vb := browsertest.Eval[string](w, `document.querySelector('#home-map svg').getAttribute('viewBox')`); strings.HasPrefix(vb, "0 0 1000") {
 		t.Errorf("zoom in left the viewBox at %q", vb)
