@@ -401,3 +401,29 @@ func TestPG_NoLiftWhileErasing(t *testing.T) {
 		t.Errorf("after an erasure without suppression: report %+v, suppressions active", e.Report)
 	}
 }
+
+// TestRunner_ErasesDeviceDays: the investigation rollup naming each active
+// device per day (facts.inv_device_days) loses the subject's rows, the same
+// device id of another app and the other devices keep theirs, and the
+// verification counts them. Before, an erasure left the device id there
+// and called itself clean.
+func TestRunner_ErasesDeviceDays(t *testing.T) {
+	l := newLifecycle(t)
+	if _, err := l.db.Exec(`INSERT INTO facts.inv_device_days (day, app_id, threat, country, cell, device_id)
+		SELECT current_date - g, a, t, 'DE', '', d FROM generate_series(0, 2) g,
+		       unnest(ARRAY['app-1', 'app-0']) a, unnest(ARRAY['', 'root']) t, unnest(ARRAY['d-1', 'd-2']) d`); err != nil {
+		t.Fatal(err)
+	}
+	e := l.queue(t, privacy.Subject{AppID: "app-1", DeviceID: "d-1"}, true)
+	l.run(t, nil, privacy.RunnerConfig{})
+	got := l.wait(t, e.ID, privacy.StatusDone, 10*time.Second)
+	if got.Report.DeviceDays != 6 || got.Report.Verification == nil || got.Report.Verification.DeviceDays != 0 {
+		t.Errorf("report %+v (verification %+v), want 6 device days deleted and none left", got.Report, got.Report.Verification)
+	}
+	if n := l.count(t, `SELECT count(*) FROM facts.inv_device_days WHERE app_id = 'app-1' AND device_id = 'd-1'`); n != 0 {
+		t.Errorf("%d rows of the subject left in facts.inv_device_days", n)
+	}
+	if n := l.count(t, `SELECT count(*) FROM facts.inv_device_days`); n != 18 {
+		t.Errorf("%d rows of facts.inv_device_days left, want the other 18", n)
+	}
+}

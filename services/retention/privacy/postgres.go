@@ -488,6 +488,17 @@ func (p *PG) EraseLate(ctx context.Context, s Subject, n int) (int64, error) {
 	return tag.RowsAffected(), nil
 }
 
+// EraseDeviceDays deletes the subject's rows of facts.inv_device_days (the
+// device id by day, threat, country and cell): the distinct device counts
+// of the investigation API then leave it out.
+func (p *PG) EraseDeviceDays(ctx context.Context, s Subject) (int64, error) {
+	tag, err := p.pool.Exec(ctx, `DELETE FROM facts.inv_device_days WHERE app_id = $1 AND device_id = $2`, s.AppID, s.DeviceID)
+	if err != nil {
+		return 0, unavailable("erase device days", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // ArchivedMonths lists the months of events.events with a verified archive.
 func (p *PG) ArchivedMonths(ctx context.Context) ([]string, error) {
 	rows, err := p.pool.Query(ctx, `SELECT to_char(month AT TIME ZONE 'UTC', 'YYYY-MM') FROM events.archives
@@ -509,8 +520,9 @@ func (p *PG) ArchivedMonths(ctx context.Context) ([]string, error) {
 func (p *PG) Verify(ctx context.Context, s Subject) (v Verification, err error) {
 	err = p.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2),
-		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND device_id = $2)`,
-		s.AppID, s.DeviceID).Scan(&v.Events, &v.LateEvents)
+		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND device_id = $2),
+		(SELECT count(*) FROM facts.inv_device_days WHERE app_id = $1 AND device_id = $2)`,
+		s.AppID, s.DeviceID).Scan(&v.Events, &v.LateEvents, &v.DeviceDays)
 	if err != nil {
 		return v, unavailable("verify", err)
 	}

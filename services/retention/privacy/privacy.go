@@ -106,8 +106,11 @@ type Report struct {
 	RollupRows        int64 `json:"rollup_rows_adjusted"`
 	RollupRowsRemoved int64 `json:"rollup_rows_removed"`
 	LateEvents        int64 `json:"late_events_deleted"`
-	AuditBodies       int64 `json:"audit_bodies_redacted"`
-	Batches           int   `json:"batches"`
+	// DeviceDays are the rows of facts.inv_device_days (the investigation
+	// rollup naming each active device per day) deleted.
+	DeviceDays  int64 `json:"device_days_deleted"`
+	AuditBodies int64 `json:"audit_bodies_redacted"`
+	Batches     int   `json:"batches"`
 	// ArchivedMonths are the months of events.events with a verified
 	// archive written before this erasure (whose files may hold the
 	// subject's rows; see docs/privacy.md).
@@ -126,6 +129,7 @@ type Report struct {
 type Verification struct {
 	Events      int64 `json:"events"`
 	LateEvents  int64 `json:"late_events"`
+	DeviceDays  int64 `json:"device_days"`
 	AuditBodies int64 `json:"audit_bodies"`
 	Clean       bool  `json:"clean"`
 }

@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Erasures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erasures_total",
 			Help: "Erasures finished, by status (done, failed) and, when done, result (erased, nothing_matched)."}, []string{"status", "result"}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erased_rows_total",
-			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, audit_bodies, archive_rows)."}, []string{"store"}),
+			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, device_days, audit_bodies, archive_rows)."}, []string{"store"}),
 		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_running",
 			Help: "1 while this process runs an erasure."}),
 		Retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "privacy_erasure_retries_total",
@@ -290,6 +290,12 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 		rep.LateEvents += n
 		r.metrics.Rows.WithLabelValues("late_events").Add(float64(n))
 	}
+	n, err := r.pg.EraseDeviceDays(ctx, s)
+	if err != nil {
+		return rep, err
+	}
+	rep.DeviceDays += n
+	r.metrics.Rows.WithLabelValues("device_days").Add(float64(n))
 	if r.audit != nil {
 		for {
 			n, err := r.audit.RedactBatch(ctx, s, 500)
@@ -331,13 +337,13 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 			return rep, err
 		}
 	}
-	v.Clean = v.Events == 0 && v.LateEvents == 0 && v.AuditBodies == 0
+	v.Clean = v.Events == 0 && v.LateEvents == 0 && v.DeviceDays == 0 && v.AuditBodies == 0
 	rep.Verification = &v
 	if !v.Clean {
 		return rep, fmt.Errorf("verification found the subject left: %+v", v)
 	}
 	rep.Result = ResultErased
-	if rep.Events == 0 && rep.LateEvents == 0 && rep.AuditBodies == 0 && !rewroteAny(rep.ArchivesRewritten) {
+	if rep.Events == 0 && rep.LateEvents == 0 && rep.DeviceDays == 0 && rep.AuditBodies == 0 && !rewroteAny(rep.ArchivesRewritten) {
 		// Clean, but because there was nothing: say so, a mistyped id
 		// must not read as a successful erasure.
 		rep.Result = ResultNothingMatched
