@@ -231,3 +231,40 @@ func TestStore_ParallelWritersResend(t *testing.T) {
 	}
 	pgtest.AssertRollupsExact(t, pool, rounds*perRound)
 }
+
+// TestStore_WriteBatch_ConcurrentCopyIsRetried checks the one way a copy
+// can meet the insert's key without the probe seeing it: a writer that
+// does not take the app's lock commits the same row while the statement
+// runs. The unique violation is transient (retried, then skipped as a
+// duplicate), never a reason to dead-letter the request.
+func TestStore_WriteBatch_ConcurrentCopyIsRetried(t *testing.T) {
+	s, pool := mustStore(t)
+	r := rand.New(rand.NewPCG(45, 45))
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	e := pgtest.Event(r, now, 0)
+	other, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(context.Background()) //nolint:errcheck
+	if _, err := other.Exec(t.Context(), `INSERT INTO events.events (id, received_at, occurred_at, type, app_id, country)
+		VALUES ($1, $2, $3, 'app.startup', $4, 'DE')`, e.ID, e.ReceivedAt, e.OccurredAt, e.App.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.WriteBatch(context.Background(), []wire.Event{e})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the insert waits on the other's key
+	if err := other.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	err = <-done
+	if !errors.Is(err, processor.ErrUnavailable) || errors.Is(err, processor.ErrUnstorable) {
+		t.Fatalf("WriteBatch beside a concurrent copy = %v, want a transient error (ErrUnavailable)", err)
+	}
+	if res := write(t, s, e); res != (processor.WriteResult{Duplicates: 1}) {
+		t.Fatalf("retried WriteBatch = %+v, want 1 duplicate", res)
+	}
+}
