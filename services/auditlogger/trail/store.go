@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -168,7 +169,7 @@ func (s StoreReference) Checkpoints(ctx context.Context) ([]Checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
-	return s.read(ctx, keys)
+	return s.read(ctx, ownCheckpoints(keys))
 }
 
 // CheckpointsSince implements SinceReference: the stored copy of since
@@ -187,6 +188,7 @@ func (s StoreReference) CheckpointsSince(ctx context.Context, since *Checkpoint)
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
+	keys = ownCheckpoints(keys)
 	var want []string
 	if since != nil {
 		k := checkpointKey(since)
@@ -382,6 +384,24 @@ func (c *Checkpointer) load(ctx context.Context, st State) error {
 	return nil
 }
 
+// checkpointObject is the name the worker gives a checkpoint (checkpointKey):
+// size and time, both zero-padded.
+var checkpointObject = regexp.MustCompile(`^checkpoints/[0-9]{20}-[0-9]{20}\.json$`)
+
+// ownCheckpoints keeps the names the worker writes. Another workload that
+// can write the bucket (it should not: each component has its own role)
+// could plant any object under checkpoints/; read, it would make every
+// verification fail. Only names of the worker's own pattern are read.
+func ownCheckpoints(keys []string) []string {
+	out := keys[:0:0]
+	for _, k := range keys {
+		if checkpointObject.MatchString(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // newestStored returns the newest checkpoint in the store that keys
 // signed (nil when none is), listing from hint's size on when the store has
 // checkpoints there.
@@ -397,6 +417,7 @@ func newestStored(ctx context.Context, st ObjectStore, keys Keyring, hint *Check
 	if err != nil {
 		return nil, fmt.Errorf("list checkpoints: %w", err)
 	}
+	names = ownCheckpoints(names)
 	for i := len(names) - 1; i >= 0; i-- {
 		cps, err := StoreReference{Store: st}.read(ctx, names[i:i+1])
 		if err != nil {

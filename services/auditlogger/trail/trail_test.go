@@ -175,7 +175,7 @@ func (c *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
 func TestStoreReference_ReadsWhatItNeeds(t *testing.T) {
 	ctx := t.Context()
 	seed := make([]byte, ed25519.SeedSize)
-	signer, _, err := ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
+	signer, ring, err := ParseSigningKeys(base64.StdEncoding.EncodeToString(seed))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +217,23 @@ func TestStoreReference_ReadsWhatItNeeds(t *testing.T) {
 	st.gets = nil
 	if got, err := (StoreReference{Store: st, All: true}).CheckpointsSince(ctx, &cps[39]); err != nil || len(got) != 40 || len(st.gets) != 40 {
 		t.Errorf("All: %d checkpoints, %d GETs, %v; want 40", len(got), len(st.gets), err)
+	}
+
+	// An object planted under checkpoints/ by another workload (issue 37
+	// item 7) is not read: it was, and every verification failed on it.
+	for _, k := range []string{"checkpoints/zz-planted.json", "checkpoints/99999999999999999999-00000000000000000001.json.bak"} {
+		if err := st.Put(ctx, k, []byte("not a checkpoint")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, all := range []bool{false, true} {
+		got, err := (StoreReference{Store: st, All: all}).CheckpointsSince(ctx, &cps[39])
+		if err != nil || len(got) == 0 || got[len(got)-1].Size != 390 {
+			t.Errorf("with planted objects (All %v): %d checkpoints, %v; want the newest to be 390", all, len(got), err)
+		}
+	}
+	if c, err := newestStored(ctx, st, ring, nil); err != nil || c == nil || c.Size != 390 {
+		t.Errorf("newestStored with planted objects = %v, %v; want 390", c, err)
 	}
 }
 
