@@ -69,7 +69,7 @@ func TestStore_WriteBatch_OutboxLockOnlyForThreats(t *testing.T) {
 	}
 	plain := pgtest.Event(r, now, 0)
 	plain.Threats = json.RawMessage(`[]`)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := s.WriteBatch(ctx, []wire.Event{plain}); err != nil {
 		t.Fatalf("WriteBatch of an event without threats while the outbox lock is held: %v", err)
