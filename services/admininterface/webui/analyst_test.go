@@ -2,6 +2,8 @@ package webui
 
 import (
 	"encoding/csv"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,6 +38,12 @@ func investigationFake(h *harness) *[]string {
 		case r.URL.Path == "/v1/map":
 			httpserver.WriteJSON(w, 200, map[string]any{"countries": []map[string]any{{"country": "FR", "events": 6, "devices": 3}, {"country": "US", "events": 1, "devices": 1}},
 				"cells": []map[string]any{{"lat": 48.8, "lon": 2.3, "events": 6, "devices": 3}}})
+		case r.URL.Path == "/v1/events/stream":
+			// One event, then the end of the stream (the fake holds a lock
+			// while it answers); the browser's EventSource reconnects.
+			w.Header().Set("Content-Type", "text/event-stream")
+			b, _ := json.Marshal(ev)
+			fmt.Fprintf(w, "data: %s\n\n", b)
 		case r.URL.Path == "/v1/events":
 			httpserver.WriteJSON(w, 200, map[string]any{"events": []any{ev, bad}, "next_cursor": ""})
 		case r.URL.Path == "/v1/taxonomy":
@@ -50,6 +58,13 @@ func investigationFake(h *harness) *[]string {
 			httpserver.WriteJSON(w, 200, map[string]any{"first_seen": time.Now().UTC(), "last_seen": time.Now().UTC(), "events": 2,
 				"threats": map[string]int{"root": 1}, "apps": []map[string]any{{"id": "demo", "versions": []string{"1.2"}}},
 				"os": []string{"android 14"}, "countries": []string{"FR"}, "recent": []any{ev}})
+		case strings.HasPrefix(r.URL.Path, "/v1/users/") && r.Method == http.MethodGet:
+			name := strings.TrimPrefix(r.URL.Path, "/v1/users/")
+			if _, ok := h.fake.users[name]; !ok {
+				httpserver.WriteError(w, 404, "not_found", "user not found", nil)
+				return true
+			}
+			httpserver.WriteJSON(w, 200, map[string]any{"username": name, "display_name": "Ada Owner", "roles": h.fake.users[name], "source": "local", "created_at": time.Now().UTC()})
 		case r.URL.Path == "/v1/users" && r.Method == http.MethodGet:
 			httpserver.WriteJSON(w, 200, map[string]any{"users": []map[string]any{
 				{"username": "ada", "roles": []string{"admin"}, "source": "local", "created_at": time.Now().UTC()},
@@ -81,6 +96,10 @@ func TestAnalystPages(t *testing.T) {
 		}
 	}
 
+	resp, page = b.do("GET", "/events/live?app_id=demo", nil)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || !strings.HasPrefix(page, "data: {") || !strings.Contains(page, `"event_id":"0193e3a0-0000-7000-8000-000000000001"`) {
+		t.Errorf("GET /events/live = %d %q:\n%.300s", resp.StatusCode, resp.Header.Get("Content-Type"), page)
+	}
 	resp, page = b.do("GET", "/events?period=7d&device_id=dev-1&session_id=sess-1", nil)
 	if resp.StatusCode != 200 || !strings.Contains(page, "Pixel 8") || !strings.Contains(page, "/timelines/session/sess-1") {
 		t.Fatalf("GET /events = %d:\n%.800s", resp.StatusCode, page)

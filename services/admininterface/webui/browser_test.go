@@ -56,6 +56,8 @@ func TestBrowser_Pages(t *testing.T) {
 		{"/dashboards", "main img"}, {"/tokens", "#app_id"}, {"/tokens?q=shop", "#q"}, {"/tokens/apps/shop-app", "#tokens-h"}, {"/tokens/00000000-0000-4000-8000-000000000001/revoke", `button[name="confirm"]`},
 		{"/audit?searched=1&from=2026-11-30T00:00", "main table"}, {"/status", "main table"}, {"/dlq", "main section"},
 		{"/retention", "main table"}, {"/privacy", "#app_id"}, {"/privacy/erasures/" + erasure.ID, "#erasure-status"},
+		{"/", "#home-map"}, {"/events?period=7d", "#events"}, {"/timelines/device/dev-1", "#timeline"}, {"/reports/threats/root", "#r-events"},
+		{"/reports/categories/platform-integrity", "#c-sightings"}, {"/users", "#people"}, {"/users/ann", "#person"}, {"/profile", "#profile-form"},
 	}
 	const unlabelled = `[...document.querySelectorAll('input:not([type=hidden]),select,textarea')]` +
 		`.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')).map(e => e.name || e.id).join(',')`

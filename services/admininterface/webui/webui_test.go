@@ -195,7 +195,9 @@ func newHarness(t *testing.T) *harness {
 	}
 	ui := httptest.NewServer(srv.Handler(httpserver.NewRegistry(), nil))
 	t.Cleanup(ui.Close)
-	return &harness{fake: fake, ui: ui, srv: srv}
+	h := &harness{fake: fake, ui: ui, srv: srv}
+	investigationFake(h)
+	return h
 }
 
 // browser is a cookie-keeping client that does not follow redirects.
