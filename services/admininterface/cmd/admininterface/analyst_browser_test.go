@@ -137,7 +137,7 @@ func TestBrowser_Analyst(t *testing.T) {
 	}
 
 	// All Events, filtered by device and session.
-	w.Press(`a[href^="/events?"]`)
+	w.Press("#view-more")
 	w.WaitLocation("/events?")
 	w.Type("#f-device_id", dev)
 	w.Type("#f-session_id", sess)
