@@ -212,7 +212,7 @@ func TestBrowser_Analyst(t *testing.T) {
 		t.Errorf("the new person: %q", got)
 	}
 	w.Press(`#lock-form button`)
-	w.WaitLocation("done=")
+	w.WaitLocation("is+locked")
 	if got := w.Text("#person-status"); got != "Locked" {
 		t.Errorf("after Lock, status %q", got)
 	}
