@@ -78,11 +78,15 @@ func (w *ArchiveRewriter) holds(ctx context.Context, m time.Time, s Subject) (bo
 		if set == nil {
 			return nil
 		}
-		var row Subject
+		var row archivedRow
 		if err := json.Unmarshal(line, &row); err != nil {
 			return fmt.Errorf("archived row is not a JSON object: %w", err)
 		}
-		set[row] = true
+		// Both of the row's subjects: its device, and its user if any.
+		set[Subject{AppID: row.AppID, DeviceID: row.DeviceID}] = true
+		if row.User != "" {
+			set[Subject{AppID: row.AppID, User: row.User}] = true
+		}
 		if len(set) > maxCachedSubjects {
 			set = nil
 		}
@@ -158,25 +162,15 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 		// events archive), then the events: a retry after either step still
 		// finds the subject's events in the events archive.
 		ids := map[string]bool{}
-		maybe := mayHold(s.DeviceID)
 		held, err := w.holds(ctx, m, s)
 		if err == nil && held {
+			match := subjectsRow(s)
 			err = w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
-				if !maybe(line) {
-					return nil // not the subject's row: no need to parse it
-				}
-				var row struct {
-					ID       string `json:"id"`
-					AppID    string `json:"app_id"`
-					DeviceID string `json:"device_id"`
-				}
-				if err := json.Unmarshal(line, &row); err != nil {
-					return fmt.Errorf("archived row is not a JSON object: %w", err)
-				}
-				if row.AppID == s.AppID && row.DeviceID == s.DeviceID {
+				row, ok, err := match(line)
+				if ok {
 					ids[row.ID] = true
 				}
-				return nil
+				return err
 			})
 		}
 		// The facts removed, kept for the rollups when the month was dropped.
@@ -266,7 +260,7 @@ func rewriteErr(m time.Time, err error) error {
 // and returns the row with "body": null, its other columns (body_sha256,
 // seq, leaf_hash among them) as they were and in their order.
 func redactBody(s Subject) retention.Edit {
-	n := []byte(needle(s.DeviceID))
+	n := []byte(needle(s.key()))
 	maybe := mayHold(s.AppID)
 	return func(line []byte) ([]byte, bool, error) {
 		if !maybe(line) {
@@ -408,21 +402,38 @@ func mayHold(v string) func(line []byte) bool {
 	return func(line []byte) bool { return bytes.Contains(line, q) }
 }
 
-// subjectRow matches an archived events row of s. A line without the
-// device id as a JSON string is not parsed.
-func subjectRow(s Subject) func(line []byte) (bool, error) {
-	maybe := mayHold(s.DeviceID)
-	return func(line []byte) (bool, error) {
+// archivedRow is what an erasure reads of an archived events (or late
+// events) row: user_pseudonym is absent from months archived before the
+// column existed (no user then).
+type archivedRow struct {
+	ID       string `json:"id"`
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id"`
+	User     string `json:"user_pseudonym"`
+}
+
+// subjectsRow returns a parser of archived events rows that tells
+// whether a row is s's. A line without s's device id (or pseudonym) as a
+// JSON string is not parsed.
+func subjectsRow(s Subject) func(line []byte) (archivedRow, bool, error) {
+	maybe := mayHold(s.key())
+	return func(line []byte) (archivedRow, bool, error) {
+		var row archivedRow
 		if !maybe(line) {
-			return false, nil
-		}
-		var row struct {
-			AppID    string `json:"app_id"`
-			DeviceID string `json:"device_id"`
+			return row, false, nil
 		}
 		if err := json.Unmarshal(line, &row); err != nil {
-			return false, fmt.Errorf("archived row is not a JSON object: %w", err)
+			return row, false, fmt.Errorf("archived row is not a JSON object: %w", err)
 		}
-		return row.AppID == s.AppID && row.DeviceID == s.DeviceID, nil
+		return row, s.is(row.AppID, row.DeviceID, row.User), nil
+	}
+}
+
+// subjectRow matches an archived events row of s.
+func subjectRow(s Subject) func(line []byte) (bool, error) {
+	match := subjectsRow(s)
+	return func(line []byte) (bool, error) {
+		_, ok, err := match(line)
+		return ok, err
 	}
 }

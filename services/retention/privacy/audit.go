@@ -15,10 +15,11 @@ type AuditDB struct {
 // NewAuditDB returns the audit DB adapter.
 func NewAuditDB(db *sql.DB) *AuditDB { return &AuditDB{db: db} }
 
-// needle is the device id as it appears in a JSON body: a JSON string.
-// A body naming it under another escaping is not found (docs/privacy.md).
-func needle(deviceID string) string {
-	b, _ := json.Marshal(deviceID)
+// needle is the subject's device id (or user pseudonym) as it appears in
+// a JSON body: a JSON string. A body naming it under another escaping is
+// not found (docs/privacy.md).
+func needle(key string) string {
+	b, _ := json.Marshal(key)
 	return string(b)
 }
 
@@ -27,7 +28,7 @@ func needle(deviceID string) string {
 // not the body) keep verifying.
 func (a *AuditDB) RedactBatch(ctx context.Context, s Subject, n int) (int64, error) {
 	res, err := a.db.ExecContext(ctx, `UPDATE audit_events SET body = NULL
-		WHERE actor_app_id = ? AND body IS NOT NULL AND INSTR(body, ?) > 0 LIMIT ?`, s.AppID, needle(s.DeviceID), n)
+		WHERE actor_app_id = ? AND body IS NOT NULL AND INSTR(body, ?) > 0 LIMIT ?`, s.AppID, needle(s.key()), n)
 	if err != nil {
 		return 0, fmt.Errorf("redact audit bodies: %w: %w", ErrUnavailable, err)
 	}
@@ -38,7 +39,7 @@ func (a *AuditDB) RedactBatch(ctx context.Context, s Subject, n int) (int64, err
 func (a *AuditDB) Remaining(ctx context.Context, s Subject) (int64, error) {
 	var n int64
 	err := a.db.QueryRowContext(ctx, `SELECT count(*) FROM audit_events
-		WHERE actor_app_id = ? AND body IS NOT NULL AND INSTR(body, ?) > 0`, s.AppID, needle(s.DeviceID)).Scan(&n)
+		WHERE actor_app_id = ? AND body IS NOT NULL AND INSTR(body, ?) > 0`, s.AppID, needle(s.key())).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count audit bodies: %w: %w", ErrUnavailable, err)
 	}

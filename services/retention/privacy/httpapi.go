@@ -30,11 +30,23 @@ type API struct {
 	audit  Auditor
 	runner interface{ Wake() }
 	log    *slog.Logger
+	// users pseudonymises a user erasure's raw user id (nil: user
+	// erasures are refused).
+	users *wire.Pseudonymizer
 }
 
 // NewAPI returns the API; runner (may be nil) is woken on each new request.
 func NewAPI(store Store, audit Auditor, runner interface{ Wake() }, log *slog.Logger) *API {
 	return &API{store: store, audit: audit, runner: runner, log: log}
+}
+
+// WithUserKeys makes the API accept erasures by user id: the raw id is
+// pseudonymised with every key of p (PRIVACY_USER_ID_KEYS, the
+// collector's keys), so events stored under an older key are found too.
+// It returns a.
+func (a *API) WithUserKeys(p *wire.Pseudonymizer) *API {
+	a.users = p
+	return a
 }
 
 // Handler returns the service's router: the ops endpoints (checks for
@@ -65,23 +77,61 @@ func (a *API) Mount(r chi.Router, auth *authz.Authenticator) {
 	})
 }
 
-// request is the body of POST /v1/erasures.
+// request is the body of POST /v1/erasures: device_id or user_id (the
+// raw id, never stored: only its pseudonyms are).
 type request struct {
-	AppID    string `json:"app_id"`
-	DeviceID string `json:"device_id"`
-	Suppress *bool  `json:"suppress"`
+	AppID    string  `json:"app_id"`
+	DeviceID string  `json:"device_id"`
+	UserID   *string `json:"user_id"`
+	Suppress *bool   `json:"suppress"`
 }
 
-// validate checks a subject's fields.
+// fieldError is a 422 naming the field.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + " " + e.msg }
+
+// subjectOf checks a request and returns its erasure: a device's, or a
+// user's with the raw id's pseudonyms under every key (the id itself is
+// not kept). Errors are *fieldError.
+func (a *API) subjectOf(req request) (*Erasure, error) {
+	if req.UserID == nil {
+		s := Subject{AppID: req.AppID, DeviceID: req.DeviceID}
+		if err := validate(s); err != nil {
+			return nil, err
+		}
+		return &Erasure{AppID: s.AppID, DeviceID: s.DeviceID, Suppress: req.Suppress == nil || *req.Suppress}, nil
+	}
+	switch uid := *req.UserID; {
+	case req.DeviceID != "":
+		return nil, &fieldError{"user_id", "and device_id are given: an erasure names one device or one user, not both"}
+	case strings.TrimSpace(uid) == "":
+		return nil, &fieldError{"user_id", "is empty"}
+	case len(uid) > MaxUserID:
+		return nil, &fieldError{"user_id", "is longer than " + strconv.Itoa(MaxUserID) + " bytes"}
+	case !utf8.ValidString(uid) || strings.ContainsRune(uid, 0):
+		return nil, &fieldError{"user_id", "is not valid text"}
+	case req.Suppress != nil && *req.Suppress:
+		return nil, &fieldError{"suppress", "cannot be true with user_id: the processor suppresses devices only, not users; leave it out or send false"}
+	case a.users == nil:
+		return nil, &fieldError{"user_id", "cannot be erased: this service has no user id key (PRIVACY_USER_ID_KEYS)"}
+	}
+	if err := validate(Subject{AppID: req.AppID, DeviceID: "-"}); err != nil {
+		return nil, err
+	}
+	return &Erasure{AppID: req.AppID, UserPseudonyms: a.users.All(*req.UserID)}, nil
+}
+
+// validate checks a device subject's fields; errors are *fieldError.
 func validate(s Subject) error {
 	field := func(name, v string, max int) error {
 		switch {
 		case strings.TrimSpace(v) == "":
-			return errors.New(name + " is required")
+			return &fieldError{name, "is required"}
 		case len(v) > max:
-			return errors.New(name + " is longer than " + strconv.Itoa(max) + " bytes")
+			return &fieldError{name, "is longer than " + strconv.Itoa(max) + " bytes"}
 		case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
-			return errors.New(name + " is not valid text")
+			return &fieldError{name, "is not valid text"}
 		}
 		return nil
 	}
@@ -96,14 +146,13 @@ func (a *API) create(w http.ResponseWriter, r *http.Request) {
 	if !httpserver.DecodeJSON(w, r, &req, 4<<10, nil) {
 		return
 	}
-	s := Subject{AppID: req.AppID, DeviceID: req.DeviceID}
-	if err := validate(s); err != nil {
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
+	e, err := a.subjectOf(req)
+	if err != nil {
+		invalid(w, err)
 		return
 	}
 	caller, _ := authz.FromContext(r.Context())
-	e := &Erasure{ID: uuid.Must(uuid.NewV7()).String(), AppID: s.AppID, DeviceID: s.DeviceID,
-		Suppress: req.Suppress == nil || *req.Suppress, RequestedBy: caller.Actor()}
+	e.ID, e.RequestedBy = uuid.Must(uuid.NewV7()).String(), caller.Actor()
 	if err := a.store.Create(r.Context(), e); err != nil {
 		a.fail(w, err)
 		return
@@ -177,7 +226,7 @@ func (a *API) suppressions(w http.ResponseWriter, r *http.Request) {
 func (a *API) lift(w http.ResponseWriter, r *http.Request) {
 	s := Subject{AppID: r.URL.Query().Get("app_id"), DeviceID: r.URL.Query().Get("device_id")}
 	if err := validate(s); err != nil {
-		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
+		invalid(w, err)
 		return
 	}
 	// Refused before it is audited while an erasure of the subject is
@@ -223,7 +272,7 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrUnknownApp):
 		httpserver.WriteError(w, http.StatusUnprocessableEntity, "unknown_app", "no data is stored for this app_id", nil)
 	case errors.Is(err, ErrBusy):
-		httpserver.WriteError(w, http.StatusConflict, "erasure_in_progress", "an erasure of this device is already queued or running", nil)
+		httpserver.WriteError(w, http.StatusConflict, "erasure_in_progress", "an erasure of this device or user is already queued or running", nil)
 	case errors.Is(err, ErrUnavailable):
 		a.log.Error("privacy request failed", "err", err)
 		unavailableError(w, "the database is unavailable; nothing was changed")
@@ -231,6 +280,16 @@ func (a *API) fail(w http.ResponseWriter, err error) {
 		a.log.Error("privacy request failed", "err", err)
 		httpserver.WriteError(w, http.StatusInternalServerError, "internal", "internal error", nil)
 	}
+}
+
+// invalid answers 422 naming the field of a *fieldError.
+func invalid(w http.ResponseWriter, err error) {
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", fe.Error(), map[string]string{"field": fe.field})
+		return
+	}
+	httpserver.WriteError(w, http.StatusUnprocessableEntity, "invalid", err.Error(), nil)
 }
 
 // unavailableError answers 503 with Retry-After.

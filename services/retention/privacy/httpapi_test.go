@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func (f *fakeStore) Create(_ context.Context, e *privacy.Erasure) error {
 		return privacy.ErrUnknownApp
 	}
 	for _, x := range f.erasures {
-		if x.AppID == e.AppID && x.DeviceID == e.DeviceID && x.Status == privacy.StatusQueued {
+		if x.AppID == e.AppID && x.DeviceID == e.DeviceID && slices.Equal(x.UserPseudonyms, e.UserPseudonyms) && x.Status == privacy.StatusQueued {
 			return privacy.ErrBusy
 		}
 	}
@@ -72,7 +73,7 @@ func TestAPI_Erasures(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := &fakeStore{erasures: map[string]*privacy.Erasure{}, known: map[string]bool{"app": true}}
 	audit := &fakeAuditor{}
-	h := privacy.NewAPI(store, audit, nil, log).Handler(authz.New(nil, "admin-key", log), httpserver.NewRegistry(), nil, nil)
+	h := privacy.NewAPI(store, audit, nil, log).WithUserKeys(mustKeys(t, userKeys)).Handler(authz.New(nil, "admin-key", log), httpserver.NewRegistry(), nil, nil)
 	post := func(body, key string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/erasures", strings.NewReader(body))
 		if key != "" {
@@ -95,6 +96,14 @@ func TestAPI_Erasures(t *testing.T) {
 		{"NoApp", `{"device_id":"d"}`, "admin-key", 422, "invalid"},
 		{"UnknownField", `{"app_id":"app","device_id":"d","x":1}`, "admin-key", 422, "unknown_field"},
 		{"NotJSON", `{`, "admin-key", 400, "invalid_json"},
+		{"User", `{"app_id":"app","user_id":"u1"}`, "admin-key", 202, ""},
+		{"UserBusy", `{"app_id":"app","user_id":"u1","suppress":false}`, "admin-key", 409, "erasure_in_progress"},
+		{"UserSuppress", `{"app_id":"app","user_id":"u2","suppress":true}`, "admin-key", 422, "invalid"},
+		{"UserAndDevice", `{"app_id":"app","user_id":"u2","device_id":"d2"}`, "admin-key", 422, "invalid"},
+		{"UserEmpty", `{"app_id":"app","user_id":""}`, "admin-key", 422, "invalid"},
+		{"UserLong", `{"app_id":"app","user_id":"` + strings.Repeat("x", privacy.MaxUserID+1) + `"}`, "admin-key", 422, "invalid"},
+		{"UserObject", `{"app_id":"app","user_id":{"id":"u2"}}`, "admin-key", 422, "invalid"},
+		{"UserUnknownApp", `{"app_id":"nope","user_id":"u2"}`, "admin-key", 422, "unknown_app"},
 		{"NoKey", `{"app_id":"app","device_id":"d2"}`, "", 401, ""},
 		{"WrongKey", `{"app_id":"app","device_id":"d2"}`, "guess", 401, ""},
 	}
@@ -106,16 +115,26 @@ func TestAPI_Erasures(t *testing.T) {
 			}
 		})
 	}
-	if len(store.erasures) != 1 || len(audit.records) != 1 || audit.records[0].ActorToken != authz.ActorAdminKey || audit.records[0].Action != "privacy.erasure.request" {
-		t.Fatalf("after the table: %d erasures, audit %+v; want the one accepted, audited with the admin key as actor", len(store.erasures), audit.records)
+	if len(store.erasures) != 2 || len(audit.records) != 2 || audit.records[0].ActorToken != authz.ActorAdminKey || audit.records[0].Action != "privacy.erasure.request" {
+		t.Fatalf("after the table: %d erasures, audit %+v; want the two accepted, audited with the admin key as actor", len(store.erasures), audit.records)
 	}
+	t.Run("UserWithoutKeys", func(t *testing.T) {
+		h := privacy.NewAPI(store, audit, nil, log).Handler(authz.New(nil, "admin-key", log), httpserver.NewRegistry(), nil, nil)
+		req := httptest.NewRequest(http.MethodPost, "/v1/erasures", strings.NewReader(`{"app_id":"app","user_id":"u3"}`))
+		req.Header.Set("Authorization", "Bearer admin-key")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 422 || !strings.Contains(w.Body.String(), "PRIVACY_USER_ID_KEYS") || len(store.erasures) != 2 {
+			t.Fatalf("POST by user id without keys = %d %s (%d erasures), want 422 naming PRIVACY_USER_ID_KEYS, nothing stored", w.Code, w.Body, len(store.erasures))
+		}
+	})
 	t.Run("AuditDownWithdraws", func(t *testing.T) {
 		audit.err = errors.New("audit logger down")
 		w := post(`{"app_id":"app","device_id":"d3"}`, "admin-key")
 		if w.Code != 503 || w.Header().Get("Retry-After") == "" {
 			t.Fatalf("POST with the audit logger down = %d (Retry-After %q), want 503 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 		}
-		if len(store.erasures) != 1 {
+		if len(store.erasures) != 2 {
 			t.Fatalf("%d erasures stored, want the unaudited one withdrawn", len(store.erasures))
 		}
 	})

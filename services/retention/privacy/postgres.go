@@ -25,13 +25,13 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
 }
 
-const erasureCols = `id::text, app_id, device_id, suppress, status, requested_by, requested_at,
+const erasureCols = `id::text, app_id, device_id, user_pseudonyms, suppress, status, requested_by, requested_at,
 	started_at, finished_at, attempts, report, error,
 	CASE WHEN status = 'running' AND next_attempt_at > now() THEN next_attempt_at END`
 
 func scanErasure(row pgx.Row) (*Erasure, error) {
 	var e Erasure
-	err := row.Scan(&e.ID, &e.AppID, &e.DeviceID, &e.Suppress, &e.Status, &e.RequestedBy, &e.RequestedAt,
+	err := row.Scan(&e.ID, &e.AppID, &e.DeviceID, &e.UserPseudonyms, &e.Suppress, &e.Status, &e.RequestedBy, &e.RequestedAt,
 		&e.StartedAt, &e.FinishedAt, &e.Attempts, &e.Report, &e.Error, &e.NextAttemptAt)
 	return &e, err
 }
@@ -48,12 +48,13 @@ func (p *PG) Create(ctx context.Context, e *Erasure) error {
 	if !known {
 		return fmt.Errorf("app %q: %w", e.AppID, ErrUnknownApp)
 	}
-	row := p.pool.QueryRow(ctx, `INSERT INTO events.erasures (id, app_id, device_id, suppress, status, requested_by)
-		VALUES ($1, $2, $3, $4, 'pending', $5) RETURNING `+erasureCols, e.ID, e.AppID, e.DeviceID, e.Suppress, e.RequestedBy)
+	row := p.pool.QueryRow(ctx, `INSERT INTO events.erasures (id, app_id, device_id, user_pseudonyms, suppress, status, requested_by)
+		VALUES ($1, $2, $3, coalesce($4::text[], '{}'), $5, 'pending', $6) RETURNING `+erasureCols,
+		e.ID, e.AppID, e.DeviceID, e.UserPseudonyms, e.Suppress, e.RequestedBy)
 	got, err := scanErasure(row)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
-		return fmt.Errorf("app %q device: %w", e.AppID, ErrBusy)
+		return fmt.Errorf("app %q subject: %w", e.AppID, ErrBusy)
 	}
 	if err != nil {
 		return unavailable("create erasure", err)
@@ -271,13 +272,14 @@ const suppressUpsert = ` ON CONFLICT (app_id, device_id) DO UPDATE SET lifted_at
 	created_at = CASE WHEN events.suppressions.lifted_at IS NULL THEN events.suppressions.created_at ELSE now() END,
 	created_by = excluded.created_by, erasure_id = excluded.erasure_id`
 
-// Suppress puts the subject under suppression (again, if it was lifted)
+// Suppress puts the device under suppression (again, if it was lifted)
 // and, so that a queue of erasures waits out the settle time once and not
-// once each, the subjects of every queued erasure too. It returns when the
-// subject's suppression began.
+// once each, the devices of every queued erasure too (a user erasure has
+// none: the processor suppresses devices only). It returns when the
+// device's suppression began.
 func (p *PG) Suppress(ctx context.Context, e *Erasure) (time.Time, error) {
 	if _, err := p.pool.Exec(ctx, `INSERT INTO events.suppressions (app_id, device_id, created_by, erasure_id)
-		SELECT app_id, device_id, requested_by, id FROM events.erasures WHERE status = 'queued'`+suppressUpsert); err != nil {
+		SELECT app_id, device_id, requested_by, id FROM events.erasures WHERE status = 'queued' AND device_id <> ''`+suppressUpsert); err != nil {
 		return time.Time{}, unavailable("suppress queued", err)
 	}
 	var since time.Time
@@ -321,14 +323,16 @@ const erasedFacts = `CREATE TEMP TABLE IF NOT EXISTS erased_facts (
 ) ON COMMIT DELETE ROWS`
 
 // eraseEventsSQL deletes at most $3 events of the subject (any partition:
-// the index by (app_id, device_id) on each) and their facts, and keeps the
-// facts for the decrement. It returns the events and facts deleted.
+// by device the index events_by_subject on (app_id, device_id), by user
+// events_by_user on (user_pseudonym, ...) on each) and their facts, and
+// keeps the facts for the decrement. It returns the events and facts
+// deleted. %[1]s is the subject's column (subjectColumn).
 const eraseEventsSQL = `
 WITH victims AS (
-	SELECT id, received_at FROM events.events WHERE app_id = $1 AND device_id = $2 LIMIT $3
+	SELECT id, received_at FROM events.events WHERE app_id = $1 AND %[1]s = $2 LIMIT $3
 ), del AS (
 	DELETE FROM events.events e USING victims v
-	WHERE e.id = v.id AND e.received_at = v.received_at AND e.app_id = $1 AND e.device_id = $2
+	WHERE e.id = v.id AND e.received_at = v.received_at AND e.app_id = $1 AND e.%[1]s = $2
 	RETURNING e.id, e.received_at
 ), fdel AS (
 	DELETE FROM facts.facts f USING del d
@@ -387,11 +391,15 @@ type Batch struct {
 // their counts in every rollup, in one transaction.
 func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 	var b Batch
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	col, err := subjectColumn(s)
+	if err != nil {
+		return b, err
+	}
+	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, eraseEventsSQL, s.AppID, s.DeviceID, n).Scan(&b.Events, &b.Facts); err != nil {
+		if err := tx.QueryRow(ctx, fmt.Sprintf(eraseEventsSQL, col), s.AppID, s.key(), n).Scan(&b.Events, &b.Facts); err != nil {
 			return fmt.Errorf("delete events: %w", err)
 		}
 		if b.Facts == 0 {
@@ -477,11 +485,29 @@ func (p *PG) DecrementArchived(ctx context.Context, facts [][]byte) (Batch, erro
 	return b, nil
 }
 
+// subjectColumn is the column of events.events and events.late_events
+// that names s: device_id, or user_pseudonym for a user's pseudonym. A
+// subject naming neither is refused (it would match every event without
+// a user).
+func subjectColumn(s Subject) (string, error) {
+	switch {
+	case s.DeviceID != "":
+		return "device_id", nil
+	case s.User != "":
+		return "user_pseudonym", nil
+	}
+	return "", fmt.Errorf("subject of app %q names neither a device nor a user: %w", s.AppID, ErrInvalid)
+}
+
 // EraseLate deletes at most n of the subject's held late events (they
 // have no facts and are in no rollup).
 func (p *PG) EraseLate(ctx context.Context, s Subject, n int) (int64, error) {
+	col, err := subjectColumn(s)
+	if err != nil {
+		return 0, err
+	}
 	tag, err := p.pool.Exec(ctx, `DELETE FROM events.late_events WHERE ctid IN (
-		SELECT ctid FROM events.late_events WHERE app_id = $1 AND device_id = $2 LIMIT $3)`, s.AppID, s.DeviceID, n)
+		SELECT ctid FROM events.late_events WHERE app_id = $1 AND `+col+` = $2 LIMIT $3)`, s.AppID, s.key(), n)
 	if err != nil {
 		return 0, unavailable("erase late events", err)
 	}
@@ -490,11 +516,30 @@ func (p *PG) EraseLate(ctx context.Context, s Subject, n int) (int64, error) {
 
 // EraseDeviceDays deletes the subject's rows of facts.inv_device_days (the
 // device id by day, threat, country and cell): the distinct device counts
-// of the investigation API then leave it out.
+// of the investigation API then leave it out. A user subject has none: the
+// rows name devices, not users, and stay (docs/privacy.md).
 func (p *PG) EraseDeviceDays(ctx context.Context, s Subject) (int64, error) {
+	if s.DeviceID == "" {
+		return 0, nil
+	}
 	tag, err := p.pool.Exec(ctx, `DELETE FROM facts.inv_device_days WHERE app_id = $1 AND device_id = $2`, s.AppID, s.DeviceID)
 	if err != nil {
 		return 0, unavailable("erase device days", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// EraseDailyUsers deletes a user subject's rows of facts.inv_daily_users
+// (the pseudonym per app and day; index inv_daily_users_by_user): the
+// investigation API's unique users then leave it out. A device subject
+// has none.
+func (p *PG) EraseDailyUsers(ctx context.Context, s Subject) (int64, error) {
+	if s.DeviceID != "" || s.User == "" {
+		return 0, nil
+	}
+	tag, err := p.pool.Exec(ctx, `DELETE FROM facts.inv_daily_users WHERE app_id = $1 AND user_pseudonym = $2`, s.AppID, s.User)
+	if err != nil {
+		return 0, unavailable("erase daily users", err)
 	}
 	return tag.RowsAffected(), nil
 }
@@ -518,11 +563,18 @@ func (p *PG) ArchivedMonths(ctx context.Context) ([]string, error) {
 
 // Verify counts what is left of the subject in the events DB.
 func (p *PG) Verify(ctx context.Context, s Subject) (v Verification, err error) {
+	col, err := subjectColumn(s)
+	if err != nil {
+		return v, err
+	}
+	// A device subject has no user rows to count, a user subject no device
+	// rows (its blank other column must match nothing).
 	err = p.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2),
-		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND device_id = $2),
-		(SELECT count(*) FROM facts.inv_device_days WHERE app_id = $1 AND device_id = $2)`,
-		s.AppID, s.DeviceID).Scan(&v.Events, &v.LateEvents, &v.DeviceDays)
+		(SELECT count(*) FROM events.events WHERE app_id = $1 AND `+col+` = $2),
+		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND `+col+` = $2),
+		(SELECT count(*) FROM facts.inv_device_days WHERE $3::text <> '' AND app_id = $1 AND device_id = $3),
+		(SELECT count(*) FROM facts.inv_daily_users WHERE $4::text <> '' AND app_id = $1 AND user_pseudonym = $4)`,
+		s.AppID, s.key(), s.DeviceID, s.User).Scan(&v.Events, &v.LateEvents, &v.DeviceDays, &v.DailyUsers)
 	if err != nil {
 		return v, unavailable("verify", err)
 	}

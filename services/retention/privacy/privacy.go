@@ -1,4 +1,5 @@
-// Package privacy erases a data subject (one device of one app) from every
+// Package privacy erases a data subject (one device, or one user, of one
+// app) from every
 // store on request, as a job whose state lives in PostgreSQL
 // (events.erasures), and keeps the subject's later events out through a
 // suppression the processor honours (events.suppressions).
@@ -33,10 +34,11 @@ const (
 	StatusFailed  = "failed"
 )
 
-// Limits of a request's fields.
+// Limits of a request's fields (MaxUserID is the collector's user.id).
 const (
 	MaxAppID    = 128
 	MaxDeviceID = 256
+	MaxUserID   = 256
 )
 
 // Errors of the service; the HTTP layer maps them to statuses.
@@ -54,24 +56,52 @@ var (
 	ErrUnavailable = errors.New("database unavailable")
 )
 
-// Subject is one device of one app.
+// Subject is one device of one app, or one user pseudonym of one app
+// (DeviceID blank): a user erasure runs once per pseudonym of the user,
+// one per configured key.
 type Subject struct {
 	AppID    string `json:"app_id"`
 	DeviceID string `json:"device_id"`
+	User     string `json:"user_pseudonym,omitempty"`
+}
+
+// key is what names the subject within its app: the device id, or the
+// user's pseudonym.
+func (s Subject) key() string {
+	if s.DeviceID != "" {
+		return s.DeviceID
+	}
+	return s.User
+}
+
+// is tells whether a row of app with device and user pseudonym belongs to
+// the subject.
+func (s Subject) is(app, device, user string) bool {
+	if app != s.AppID {
+		return false
+	}
+	if s.DeviceID != "" {
+		return device == s.DeviceID
+	}
+	return s.User != "" && user == s.User
 }
 
 // Erasure is one erasure request and its state.
 type Erasure struct {
-	ID          string     `json:"id"`
-	AppID       string     `json:"app_id"`
-	DeviceID    string     `json:"device_id"`
-	Suppress    bool       `json:"suppress"`
-	Status      string     `json:"status"`
-	RequestedBy string     `json:"requested_by"`
-	RequestedAt time.Time  `json:"requested_at"`
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-	Attempts    int        `json:"attempts"`
+	ID       string `json:"id"`
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id"`
+	// UserPseudonyms name the user of a user erasure (DeviceID blank):
+	// its pseudonym under every key configured when it was requested, the
+	// current key's first. The raw user id is never stored.
+	UserPseudonyms []string   `json:"user_pseudonyms,omitempty"`
+	Suppress       bool       `json:"suppress"`
+	Status         string     `json:"status"`
+	RequestedBy    string     `json:"requested_by"`
+	RequestedAt    time.Time  `json:"requested_at"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
+	FinishedAt     *time.Time `json:"finished_at,omitempty"`
+	Attempts       int        `json:"attempts"`
 	// NextAttemptAt is when a running erasure whose last try failed for a
 	// transient reason is tried again (shown while it is running).
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
@@ -79,8 +109,27 @@ type Erasure struct {
 	Error         string     `json:"error,omitempty"`
 }
 
-// Subject returns the erasure's subject.
-func (e *Erasure) Subject() Subject { return Subject{e.AppID, e.DeviceID} }
+// Subject returns the erasure's subject (a user erasure's current
+// pseudonym).
+func (e *Erasure) Subject() Subject {
+	if e.DeviceID == "" && len(e.UserPseudonyms) > 0 {
+		return Subject{AppID: e.AppID, User: e.UserPseudonyms[0]}
+	}
+	return Subject{AppID: e.AppID, DeviceID: e.DeviceID}
+}
+
+// Subjects returns what the erasure runs for: its device, or its user's
+// pseudonym under each key.
+func (e *Erasure) Subjects() []Subject {
+	if e.DeviceID != "" || len(e.UserPseudonyms) == 0 {
+		return []Subject{{AppID: e.AppID, DeviceID: e.DeviceID}}
+	}
+	out := make([]Subject, len(e.UserPseudonyms))
+	for i, p := range e.UserPseudonyms {
+		out[i] = Subject{AppID: e.AppID, User: p}
+	}
+	return out
+}
 
 // Results of a finished erasure (Report.Result).
 const (
@@ -108,7 +157,10 @@ type Report struct {
 	LateEvents        int64 `json:"late_events_deleted"`
 	// DeviceDays are the rows of facts.inv_device_days (the investigation
 	// rollup naming each active device per day) deleted.
-	DeviceDays  int64 `json:"device_days_deleted"`
+	DeviceDays int64 `json:"device_days_deleted"`
+	// DailyUsers are the rows of facts.inv_daily_users (the user
+	// pseudonyms active per app and day) deleted by a user erasure.
+	DailyUsers  int64 `json:"daily_users_deleted"`
 	AuditBodies int64 `json:"audit_bodies_redacted"`
 	Batches     int   `json:"batches"`
 	// ArchivedMonths are the months of events.events with a verified
@@ -130,6 +182,7 @@ type Verification struct {
 	Events      int64 `json:"events"`
 	LateEvents  int64 `json:"late_events"`
 	DeviceDays  int64 `json:"device_days"`
+	DailyUsers  int64 `json:"daily_users"`
 	AuditBodies int64 `json:"audit_bodies"`
 	Clean       bool  `json:"clean"`
 }

@@ -75,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Erasures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erasures_total",
 			Help: "Erasures finished, by status (done, failed) and, when done, result (erased, nothing_matched)."}, []string{"status", "result"}),
 		Rows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "privacy_erased_rows_total",
-			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, device_days, audit_bodies, archive_rows)."}, []string{"store"}),
+			Help: "Rows erased, by store (events, facts, late_events, rollup_rows, device_days, daily_users, audit_bodies, archive_rows)."}, []string{"store"}),
 		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "privacy_erasure_running",
 			Help: "1 while this process runs an erasure."}),
 		Retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "privacy_erasure_retries_total",
@@ -235,32 +235,87 @@ func (r *Runner) run(ctx context.Context, e *Erasure) {
 func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	rep := e.Report
 	rep.Suppressed, rep.Result, rep.Verification = e.Suppress, "", nil
-	s := e.Subject()
-	// Suppressed while the job runs, whatever the request says: a device
-	// still sending would otherwise race the deletion (and its facts the
-	// rollup decrement).
-	since, err := r.pg.Suppress(ctx, e)
-	if err != nil {
-		return rep, err
-	}
-	// Settle counts from when the suppression began (on the database's
-	// clock), so the erasures queued together wait once.
-	var now time.Time
-	if err := r.pg.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-		return rep, unavailable("clock", err)
-	}
-	select {
-	case <-ctx.Done():
-		return rep, ctx.Err()
-	case <-time.After(r.cfg.Settle - now.Sub(since)):
+	device := e.DeviceID != ""
+	if device {
+		// Suppressed while the job runs, whatever the request says: a device
+		// still sending would otherwise race the deletion (and its facts the
+		// rollup decrement). The processor suppresses devices only: a user
+		// erasure has no suppression (docs/privacy.md).
+		since, err := r.pg.Suppress(ctx, e)
+		if err != nil {
+			return rep, err
+		}
+		// Settle counts from when the suppression began (on the database's
+		// clock), so the erasures queued together wait once.
+		var now time.Time
+		if err := r.pg.pool.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return rep, unavailable("clock", err)
+		}
+		select {
+		case <-ctx.Done():
+			return rep, ctx.Err()
+		case <-time.After(r.cfg.Settle - now.Sub(since)):
+		}
 	}
 	if err := r.pg.WaitAggregated(ctx, time.Now(), r.cfg.AggregateWait); err != nil {
 		return rep, err
 	}
+	// A user erasure runs for each pseudonym of the user (one per key), so
+	// events stored under an older key go too.
+	v := Verification{}
+	for _, s := range e.Subjects() {
+		if err := r.eraseSubject(ctx, e.ID, s, &rep); err != nil {
+			return rep, err
+		}
+	}
+	months, err := r.pg.ArchivedMonths(ctx)
+	if err != nil {
+		return rep, err
+	}
+	rep.ArchivedMonths = months
+	for _, s := range e.Subjects() {
+		sv, err := r.pg.Verify(ctx, s)
+		if err != nil {
+			return rep, err
+		}
+		if r.audit != nil {
+			if sv.AuditBodies, err = r.audit.Remaining(ctx, s); err != nil {
+				return rep, err
+			}
+		}
+		v.Events += sv.Events
+		v.LateEvents += sv.LateEvents
+		v.DeviceDays += sv.DeviceDays
+		v.DailyUsers += sv.DailyUsers
+		v.AuditBodies += sv.AuditBodies
+	}
+	v.Clean = v.Events == 0 && v.LateEvents == 0 && v.DeviceDays == 0 && v.DailyUsers == 0 && v.AuditBodies == 0
+	rep.Verification = &v
+	if !v.Clean {
+		return rep, fmt.Errorf("verification found the subject left: %+v", v)
+	}
+	rep.Result = ResultErased
+	if rep.Events == 0 && rep.LateEvents == 0 && rep.DeviceDays == 0 && rep.DailyUsers == 0 && rep.AuditBodies == 0 &&
+		!rewroteAny(rep.ArchivesRewritten) {
+		// Clean, but because there was nothing: say so, a mistyped id
+		// must not read as a successful erasure.
+		rep.Result = ResultNothingMatched
+	}
+	if device && !e.Suppress {
+		if err := r.pg.lift(ctx, e.Subject(), "erasure "+e.ID, e.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// eraseSubject erases one subject (a device, or one pseudonym of a user)
+// from every store and adds what it did to rep.
+func (r *Runner) eraseSubject(ctx context.Context, id string, s Subject, rep *Report) error {
 	for {
 		b, err := r.pg.EraseEvents(ctx, s, r.cfg.BatchRows)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if b.Events == 0 {
 			break
@@ -268,7 +323,7 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 		if b.Facts != b.Events {
 			// An event without its fact (or a fact twice) would leave a
 			// rollup off; the transaction has committed, so say so.
-			return rep, fmt.Errorf("batch deleted %d events but %d facts", b.Events, b.Facts)
+			return fmt.Errorf("batch deleted %d events but %d facts", b.Events, b.Facts)
 		}
 		rep.Batches++
 		rep.Events += b.Events
@@ -282,7 +337,7 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	for {
 		n, err := r.pg.EraseLate(ctx, s, r.cfg.BatchRows)
 		if err != nil {
-			return rep, err
+			return err
 		}
 		if n == 0 {
 			break
@@ -292,15 +347,20 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 	}
 	n, err := r.pg.EraseDeviceDays(ctx, s)
 	if err != nil {
-		return rep, err
+		return err
 	}
 	rep.DeviceDays += n
 	r.metrics.Rows.WithLabelValues("device_days").Add(float64(n))
+	if n, err = r.pg.EraseDailyUsers(ctx, s); err != nil {
+		return err
+	}
+	rep.DailyUsers += n
+	r.metrics.Rows.WithLabelValues("daily_users").Add(float64(n))
 	if r.audit != nil {
 		for {
 			n, err := r.audit.RedactBatch(ctx, s, 500)
 			if err != nil {
-				return rep, err
+				return err
 			}
 			if n == 0 {
 				break
@@ -310,7 +370,7 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 		}
 	}
 	if r.archives != nil {
-		rw, err := r.archives.Rewrite(ctx, e.ID, s)
+		rw, err := r.archives.Rewrite(ctx, id, s)
 		rep.ArchivesRewritten = append(rep.ArchivesRewritten, rw...)
 		if rep.ArchivesRewritten == nil {
 			rep.ArchivesRewritten = []retention.Rewritten{}
@@ -320,40 +380,10 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 		}
 		r.metrics.Rows.WithLabelValues("archive_rows").Add(float64(archiveRows(rw)))
 		if err != nil {
-			return rep, err
+			return err
 		}
 	}
-	months, err := r.pg.ArchivedMonths(ctx)
-	if err != nil {
-		return rep, err
-	}
-	rep.ArchivedMonths = months
-	v, err := r.pg.Verify(ctx, s)
-	if err != nil {
-		return rep, err
-	}
-	if r.audit != nil {
-		if v.AuditBodies, err = r.audit.Remaining(ctx, s); err != nil {
-			return rep, err
-		}
-	}
-	v.Clean = v.Events == 0 && v.LateEvents == 0 && v.DeviceDays == 0 && v.AuditBodies == 0
-	rep.Verification = &v
-	if !v.Clean {
-		return rep, fmt.Errorf("verification found the subject left: %+v", v)
-	}
-	rep.Result = ResultErased
-	if rep.Events == 0 && rep.LateEvents == 0 && rep.DeviceDays == 0 && rep.AuditBodies == 0 && !rewroteAny(rep.ArchivesRewritten) {
-		// Clean, but because there was nothing: say so, a mistyped id
-		// must not read as a successful erasure.
-		rep.Result = ResultNothingMatched
-	}
-	if !e.Suppress {
-		if err := r.pg.lift(ctx, s, "erasure "+e.ID, e.ID); err != nil && !errors.Is(err, ErrNotFound) {
-			return rep, err
-		}
-	}
-	return rep, nil
+	return nil
 }
 
 func rewroteAny(rw []retention.Rewritten) bool {

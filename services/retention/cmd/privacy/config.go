@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"threatview/platform/httpserver"
+	"threatview/platform/wire"
 	"threatview/retention"
 )
 
@@ -24,6 +25,11 @@ type Config struct {
 	// IdentityJWKSURL verifies people's access tokens; blank accepts only
 	// the admin key.
 	IdentityJWKSURL string `env:"IDENTITY_JWKS_URL"`
+
+	// UserIDKeys are the collector's user id keys (COLLECTOR_USER_ID_KEYS,
+	// "k2:<hex>,k1:<hex>"): an erasure by user id finds the events stored
+	// under each. Blank: erasures by user id are refused (422).
+	UserIDKeys string `env:"PRIVACY_USER_ID_KEYS" secret:"true"`
 
 	// BatchRows is the most events one erasure transaction deletes.
 	BatchRows int `env:"PRIVACY_BATCH_ROWS" envDefault:"5000"`
@@ -79,6 +85,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("ARCHIVE_CHUNK_ROWS must be at least 1, got %d", c.ArchiveChunkRows)
 	case c.AuditURL != "" && c.InternalKey == "":
 		return errors.New("AUDITLOGGER_SERVICE_URL needs INTERNAL_KEY")
+	}
+	if _, err := wire.ParsePseudonymKeys(c.UserIDKeys); err != nil {
+		return fmt.Errorf("PRIVACY_USER_ID_KEYS: %w", err)
 	}
 	for name, v := range map[string]string{"AUDITLOGGER_SERVICE_URL": c.AuditURL, "IDENTITY_JWKS_URL": c.IdentityJWKSURL} {
 		if v == "" {

@@ -28,6 +28,9 @@ func TestConfig_Parse(t *testing.T) {
 		{"ArchiveDirWithoutPath", map[string]string{"ARCHIVE_TARGET": "dir"}, "ARCHIVE_DIR"},
 		{"ArchiveS3WithoutBucket", map[string]string{"ARCHIVE_TARGET": "s3"}, "ARCHIVE_S3_BUCKET"},
 		{"ArchiveChunkZero", map[string]string{"ARCHIVE_CHUNK_ROWS": "0"}, "ARCHIVE_CHUNK_ROWS"},
+		{"OK user id keys", map[string]string{"PRIVACY_USER_ID_KEYS": "k2:" + strings.Repeat("ab", 32) + ",k1:" + strings.Repeat("cd", 16)}, ""},
+		{"UserIDKeyShort", map[string]string{"PRIVACY_USER_ID_KEYS": "k1:abcd"}, "PRIVACY_USER_ID_KEYS"},
+		{"UserIDKeyNotHex", map[string]string{"PRIVACY_USER_ID_KEYS": "k1:" + strings.Repeat("zz", 16)}, "PRIVACY_USER_ID_KEYS"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"threatview/platform/config"
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
+	"threatview/platform/wire"
 	"threatview/retention"
 	"threatview/retention/mariadb"
 	"threatview/retention/postgres"
@@ -113,7 +114,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		log.Warn("ARCHIVE_TARGET is blank: archives are not rewritten by erasures")
 	}
 
-	r := privacy.NewAPI(pg, auditor, runner, log).Handler(authz.New(people, cfg.AdminKey, log), reg, checks, api.Privacy)
+	users, err := wire.ParsePseudonymKeys(cfg.UserIDKeys)
+	if err != nil {
+		return fmt.Errorf("PRIVACY_USER_ID_KEYS: %w", err)
+	}
+	if users == nil {
+		log.Warn("no user id keys (PRIVACY_USER_ID_KEYS): erasures by user id are refused")
+	}
+	r := privacy.NewAPI(pg, auditor, runner, log).WithUserKeys(users).Handler(authz.New(people, cfg.AdminKey, log), reg, checks, api.Privacy)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
