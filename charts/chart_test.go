@@ -880,6 +880,11 @@ func TestChart_SchemaRejects(t *testing.T) {
 		{"replicas on a pinned service", map[string]any{"dataProcessor": map[string]any{"replicas": 2}}},
 		{"admin trusted proxy not a CIDR", map[string]any{"adminInterface": map[string]any{"trustedProxies": []any{"ingress.example.com"}}}},
 		{"renderer trusted proxy not a CIDR", map[string]any{"visualRenderer": map[string]any{"trustedProxies": []any{"ingress.example.com"}}}},
+		{"smtp TLS mode unknown", map[string]any{"alerts": map[string]any{"smtpTLS": "ssl"}}},
+		{"egress allow-list as one string", map[string]any{"alerts": map[string]any{"egressAllow": "10.0.0.0/8,10.1.0.0/16"}}},
+		{"egress allow entry with a comma", map[string]any{"alerts": map[string]any{"egressAllow": []any{"10.0.0.0/8,10.1.0.0/16"}}}},
+		{"location grid too coarse", map[string]any{"dataCollector": map[string]any{"locationGrid": 20}}},
+		{"renderer audit URL not http", map[string]any{"visualRenderer": map[string]any{"auditLoggerServiceUrl": "audit-logger:8081"}}},
 	}
 	c := loadChart(t)
 	for _, tt := range tests {

@@ -309,6 +309,111 @@ func TestChart_EnvReachesConfig(t *testing.T) {
 		}
 	})
 
+	// AlertsSettings: the alerts service's egress allow-list, s3 buckets,
+	// forwarder backlog bound and SMTP TLS reach its environment; the CA file
+	// is mounted where ALERTS_SMTP_CA_FILE names it.
+	t.Run("AlertsSettings", func(t *testing.T) {
+		def := envOf(t, render(t, readValues(t)), "Deployment", "alerts")
+		if def["ALERTS_SMTP_TLS"] != "starttls" || def["ALERTS_FORWARD_MAX_BACKLOG"] != "1000000" {
+			t.Errorf("alerts defaults: ALERTS_SMTP_TLS %q, ALERTS_FORWARD_MAX_BACKLOG %q, want starttls and 1000000",
+				def["ALERTS_SMTP_TLS"], def["ALERTS_FORWARD_MAX_BACKLOG"])
+		}
+		for _, k := range []string{"ALERTS_EGRESS_ALLOW", "ALERTS_S3_BUCKETS", "ALERTS_SMTP_CA_FILE"} {
+			if v, ok := def[k]; ok {
+				t.Errorf("alerts %s = %q by default, want unset (nothing private allowed, no s3 forwarder, the system's CAs)", k, v)
+			}
+		}
+		r := render(t, map[string]any{"alerts": map[string]any{
+			"egressAllow": []any{"10.20.0.0/16", "siem.internal:6514"}, "s3Buckets": []any{"siem-a", "siem-b"},
+			"forwardMaxBacklog": 2500000, "smtpTLS": "tls", "smtpCAFile": "/etc/smtp-ca/ca.pem",
+			"smtpCAVolume": map[string]any{"secret": map[string]any{"secretName": "smtp-ca"}}}})
+		env := envOf(t, r, "Deployment", "alerts")
+		for k, want := range map[string]string{"ALERTS_EGRESS_ALLOW": "10.20.0.0/16,siem.internal:6514",
+			"ALERTS_S3_BUCKETS": "siem-a,siem-b", "ALERTS_FORWARD_MAX_BACKLOG": "2500000", "ALERTS_SMTP_TLS": "tls",
+			"ALERTS_SMTP_CA_FILE": "/etc/smtp-ca/ca.pem"} {
+			if env[k] != want {
+				t.Errorf("alerts %s = %q, want %q", k, env[k], want)
+			}
+		}
+		spec := podSpecs(r)["Deployment/"+release+"-threatview-alerts"].Spec
+		mounted := slices.ContainsFunc(spec.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == "smtp-ca" && m.MountPath == "/etc/smtp-ca" && m.ReadOnly
+		})
+		sourced := slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool {
+			return v.Name == "smtp-ca" && v.Secret != nil && v.Secret.SecretName == "smtp-ca"
+		})
+		if !mounted || !sourced {
+			t.Errorf("alerts: smtp-ca mounted read-only at /etc/smtp-ca %t, from Secret smtp-ca %t", mounted, sourced)
+		}
+		for name, vals := range map[string]map[string]any{
+			"backlog below batch": {"forwardMaxBacklog": 100, "forwardBatch": 500},
+			"CA volume, no file":  {"smtpCAVolume": map[string]any{"secret": map[string]any{"secretName": "smtp-ca"}}},
+		} {
+			if _, err := renderValues(loadChart(t), map[string]any{"alerts": vals}); err == nil || !strings.Contains(err.Error(), "alerts.") {
+				t.Errorf("%s: render error %v, want one naming the alerts value", name, err)
+			}
+		}
+	})
+
+	// UserIDKeys: the collector pseudonymises user ids with the Secret's key
+	// ring and the renderer searches with the same one; a missing key drops
+	// user ids rather than keeping them (optional), and the renderer audits
+	// its searches at the audit logger's Service with INTERNAL_KEY.
+	t.Run("UserIDKeys", func(t *testing.T) {
+		keyRef := func(r rendered, comp, name string) *corev1.SecretKeySelector {
+			for _, e := range r.deployment(t, comp).Spec.Template.Spec.Containers[0].Env {
+				if e.Name == name && e.ValueFrom != nil {
+					return e.ValueFrom.SecretKeyRef
+				}
+			}
+			return nil
+		}
+		r := render(t, readValues(t))
+		for _, c := range []struct{ comp, name string }{{"data-collector", "COLLECTOR_USER_ID_KEYS"}, {"visual-renderer", "RENDERER_USER_ID_KEYS"}} {
+			ref := keyRef(r, c.comp, c.name)
+			if ref == nil || ref.Name != "threatview-keys" || ref.Key != "user-id-keys" || ref.Optional == nil || !*ref.Optional {
+				t.Errorf("%s %s from %+v, want optional key user-id-keys of threatview-keys", c.comp, c.name, ref)
+			}
+		}
+		col := envOf(t, r, "Deployment", "data-collector")
+		if g, err := strconv.ParseFloat(col["COLLECTOR_LOCATION_GRID"], 64); err != nil || g != 0.1 {
+			t.Errorf("collector COLLECTOR_LOCATION_GRID = %q, want 0.1", col["COLLECTOR_LOCATION_GRID"])
+		}
+		vr := envOf(t, r, "Deployment", "visual-renderer")
+		m, ok := r.find("Service", release+"-threatview-audit-logger")
+		if !ok {
+			t.Fatal("no audit-logger Service rendered")
+		}
+		svc := m.obj.(*corev1.Service)
+		if want := "http://" + svc.Name + ":" + strconv.Itoa(int(svc.Spec.Ports[0].Port)); vr["AUDITLOGGER_SERVICE_URL"] != want || vr["INTERNAL_KEY"] == "" {
+			t.Errorf("visual-renderer AUDITLOGGER_SERVICE_URL = %q (INTERNAL_KEY set %t), want %q with INTERNAL_KEY",
+				vr["AUDITLOGGER_SERVICE_URL"], vr["INTERNAL_KEY"] != "", want)
+		}
+
+		r = render(t, map[string]any{"dataCollector": map[string]any{"userIdKeys": map[string]any{"existingSecret": "pseudonyms", "key": "ring"},
+			"locationGrid": 0.5}})
+		for _, comp := range []string{"data-collector", "visual-renderer"} {
+			name := map[string]string{"data-collector": "COLLECTOR_USER_ID_KEYS", "visual-renderer": "RENDERER_USER_ID_KEYS"}[comp]
+			if ref := keyRef(r, comp, name); ref == nil || ref.Name != "pseudonyms" || ref.Key != "ring" {
+				t.Errorf("%s %s from %+v, want key ring of Secret pseudonyms", comp, name, ref)
+			}
+		}
+		if g := envOf(t, r, "Deployment", "data-collector")["COLLECTOR_LOCATION_GRID"]; g != "0.5" {
+			t.Errorf("collector COLLECTOR_LOCATION_GRID = %q, want 0.5", g)
+		}
+		r = render(t, map[string]any{"dataCollector": map[string]any{"userIdKeys": map[string]any{"key": ""}},
+			"visualRenderer": map[string]any{"auditLoggerServiceUrl": ""}})
+		if v, ok := envOf(t, r, "Deployment", "data-collector")["COLLECTOR_USER_ID_KEYS"]; ok {
+			t.Errorf("collector COLLECTOR_USER_ID_KEYS = %q with no key, want unset", v)
+		}
+		vr = envOf(t, r, "Deployment", "visual-renderer")
+		for _, k := range []string{"RENDERER_USER_ID_KEYS", "AUDITLOGGER_SERVICE_URL"} {
+			if v, ok := vr[k]; ok {
+				t.Errorf("visual-renderer %s = %q, want unset", k, v)
+			}
+		}
+	})
+
 	t.Run("ArchiverWithoutTarget", func(t *testing.T) {
 		_, err := renderValues(loadChart(t), map[string]any{"archiver": map[string]any{"enabled": true}})
 		if err == nil || !strings.Contains(err.Error(), "archive.target") {

@@ -115,6 +115,7 @@ func TestChart_PrometheusRule(t *testing.T) {
 	exported := exportedMetrics(t)
 	sections := runbookSections(t)
 	var alerts []string
+	severity := map[string]string{}
 	for _, g := range rule.Spec.Groups {
 		for _, a := range g.Rules {
 			if a.Alert == "" {
@@ -122,6 +123,7 @@ func TestChart_PrometheusRule(t *testing.T) {
 				continue
 			}
 			alerts = append(alerts, a.Alert)
+			severity[a.Alert] = a.Labels["severity"]
 			checkExpr(t, a.Alert, a.Expr.String(), exported)
 			if !strings.Contains(a.Expr.String(), `namespace="`+namespace+`"`) {
 				t.Errorf("%s: expression %q is not limited to the release's namespace", a.Alert, a.Expr.String())
@@ -148,12 +150,24 @@ func TestChart_PrometheusRule(t *testing.T) {
 			t.Errorf("README.md's runbook has a section %s for no alert", s)
 		}
 	}
-	for _, want := range []string{"ThreatViewCollectorUnavailable", "ThreatViewReceiptTimeouts", "ThreatViewAggregationLag",
+	for _, want := range []string{"ThreatViewCollectorUnavailable", "ThreatViewReceiptTimeouts",
 		"ThreatViewDeadLetters", "ThreatViewEventWriteErrors", "ThreatViewAuditWriteErrors", "ThreatViewTokenLookupErrors",
-		"ThreatViewRetentionJobFailed", "ThreatViewIngestStalled"} {
+		"ThreatViewRetentionJobFailed", "ThreatViewIngestStalled", "ThreatViewForwardingSkipped",
+		"ThreatViewAuditCheckpointRefused", "ThreatViewAuditTrailStoreUnreadable"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}
+	}
+	for alert, want := range map[string]string{"ThreatViewForwardingSkipped": "warning",
+		"ThreatViewAuditCheckpointRefused": "critical", "ThreatViewAuditTrailStoreUnreadable": "warning"} {
+		if got := severity[alert]; got != want {
+			t.Errorf("%s: severity %q, want %s", alert, got, want)
+		}
+	}
+	// The processor folds rollups in its own transaction: the aggregation lag
+	// is always 0, an alert on it could never fire.
+	if slices.Contains(alerts, "ThreatViewAggregationLag") {
+		t.Error("alert ThreatViewAggregationLag rendered: processor_aggregation_lag_seconds is always 0")
 	}
 
 	// Without the retention CronJobs, their alerts are left out.

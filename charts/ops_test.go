@@ -156,6 +156,32 @@ func TestChart_NetworkPolicy(t *testing.T) {
 	if !slices.Equal(from, []string{"data-collector", "admin-interface"}) {
 		t.Errorf("tokens ingress from %v", from)
 	}
+	// The renderer audits its searches: it reaches the audit logger, which takes its calls.
+	if got := egressPorts(get("visual-renderer")); !slices.Contains(got, 8081) {
+		t.Errorf("visual-renderer egress ports %v, want the audit logger's 8081", got)
+	}
+	from = nil
+	for _, p := range get("audit-logger").Spec.Ingress[0].From {
+		if p.PodSelector != nil {
+			from = append(from, p.PodSelector.MatchLabels["app.kubernetes.io/component"])
+		}
+	}
+	if !slices.Contains(from, "visual-renderer") {
+		t.Errorf("audit-logger ingress from %v, want the visual renderer among them", from)
+	}
+	// Email reaches the SMTP relay on the port of alerts.smtpAddr.
+	vals := allOps(t)
+	vals["alerts"] = map[string]any{"smtpAddr": "mail.example.com:587"}
+	m, ok := render(t, vals).find("NetworkPolicy", release+"-threatview-alerts")
+	if !ok {
+		t.Fatal("no NetworkPolicy for alerts")
+	}
+	if got := egressPorts(m.obj.(*networkingv1.NetworkPolicy)); !slices.Contains(got, 587) {
+		t.Errorf("alerts egress ports %v with smtpAddr mail.example.com:587, want 587", got)
+	}
+	if got := egressPorts(get("alerts")); slices.Contains(got, 587) || slices.Contains(got, 25) {
+		t.Errorf("alerts egress ports %v without smtpAddr, want no SMTP port", got)
+	}
 	if got := egressPorts(get("archiver")); !slices.Contains(got, 443) || !slices.Contains(got, 5432) {
 		t.Errorf("archiver egress ports %v, want Postgres and the object store", got)
 	}

@@ -44,6 +44,7 @@ AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 GEOIP_DB_PATH: {{ printf "%s/%s" (trimSuffix "/" $v.geoip.mountPath) $v.geoip.file | quote }}
 {{- end }}
 COLLECTOR_CLIENT_IP: {{ $v.clientIP | default "truncate" | quote }}
+COLLECTOR_LOCATION_GRID: {{ $v.locationGrid | toString | quote }}
 {{- with $v.trustedProxies }}
 COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- end }}
@@ -177,6 +178,10 @@ IDENTITY_SERVICE_URL: {{ . | quote }}
 {{- with $v.trustedProxies }}
 RENDERER_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- end }}
+{{- /* Searches, timelines and taxonomy changes are audited (with INTERNAL_KEY). */}}
+{{- with tpl $v.auditLoggerServiceUrl . }}
+AUDITLOGGER_SERVICE_URL: {{ . | quote }}
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
@@ -203,15 +208,31 @@ AUDITLOGGER_SERVICE_URL: {{ tpl $v.auditLoggerServiceUrl . | quote }}
 ALERTS_EVALUATE_EVERY: {{ $v.evaluateEvery | quote }}
 ALERTS_OUTBOX_KEEP: {{ $v.outboxKeep | quote }}
 ALERTS_FORWARD_BATCH: {{ $v.forwardBatch | quote }}
+{{- if lt (int64 $v.forwardMaxBacklog) (int64 $v.forwardBatch) }}
+{{- fail "alerts.forwardMaxBacklog must be at least alerts.forwardBatch" }}
+{{- end }}
+ALERTS_FORWARD_MAX_BACKLOG: {{ $v.forwardMaxBacklog | int64 | toString | quote }}
+{{- with $v.egressAllow }}
+ALERTS_EGRESS_ALLOW: {{ join "," . | quote }}
+{{- end }}
 {{- with $v.smtpAddr }}
 ALERTS_SMTP_ADDR: {{ . | quote }}
 {{- end }}
 ALERTS_SMTP_FROM: {{ $v.smtpFrom | quote }}
+ALERTS_SMTP_TLS: {{ $v.smtpTLS | quote }}
+{{- if $v.smtpCAFile }}
+ALERTS_SMTP_CA_FILE: {{ $v.smtpCAFile | quote }}
+{{- else if $v.smtpCAVolume }}
+{{- fail "alerts.smtpCAVolume needs alerts.smtpCAFile (the CA file's path in it)" }}
+{{- end }}
 {{- with $v.s3Endpoint }}
 ALERTS_S3_ENDPOINT: {{ . | quote }}
 ALERTS_S3_PATH_STYLE: "true"
 {{- end }}
 ALERTS_S3_REGION: {{ $v.s3Region | quote }}
+{{- with $v.s3Buckets }}
+ALERTS_S3_BUCKETS: {{ join "," . | quote }}
+{{- end }}
 {{ include "threatview.config.extra" $v }}
 {{- end }}
 
@@ -397,9 +418,27 @@ The password helper variable is NAME with _URL replaced by _PASSWORD.
 {{ include "threatview.env.mariadbDSN" (list . "IDENTITY" .Values.mariadb.identity) }}
 {{- end }}
 
+{{/*
+The user id key ring (dataCollector.userIdKeys) as NAME: (list $ NAME). The collector
+pseudonymises with it, the renderer searches by raw id with the same keys. Optional: a
+Secret without the key leaves it blank, and user ids are dropped, never kept.
+*/}}
+{{- define "threatview.env.userIdKeys" -}}
+{{- $k := (index . 0).Values.dataCollector.userIdKeys }}
+{{- if $k.key }}
+- name: {{ index . 1 }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $k.existingSecret | default (index . 0).Values.secrets.existingSecret | quote }}
+      key: {{ $k.key | quote }}
+      optional: true
+{{- end }}
+{{- end }}
+
 {{- define "threatview.secretEnv.dataCollector" -}}
 {{ include "threatview.env.brokerPasscode" . }}
 {{ include "threatview.env.internalKey" . }}
+{{ include "threatview.env.userIdKeys" (list . "COLLECTOR_USER_ID_KEYS") }}
 {{- end }}
 
 {{- define "threatview.secretEnv.dataProcessor" -}}
@@ -476,9 +515,10 @@ with its volume): fails the render otherwise.
 {{- else if not (and .Values.identity.enabled (tpl .Values.visualRenderer.identityServiceUrl .)) }}
 {{- fail "visualRenderer needs identity.enabled (people sign in) or visualRenderer.adminKey=true (the admin key on the internet-facing renderer)" }}
 {{- end }}
-{{/* INTERNAL_KEY: the renderer derives identity's forwarder key from it, as identity does. */}}
+{{/* INTERNAL_KEY: the renderer derives identity's forwarder key from it, as identity does, and audits with it. */}}
 {{ include "threatview.env.internalKey" . }}
 {{ include "threatview.env.rendererDatabase" . }}
+{{ include "threatview.env.userIdKeys" (list . "RENDERER_USER_ID_KEYS") }}
 {{- end }}
 
 {{- define "threatview.secretEnv.privacy" -}}

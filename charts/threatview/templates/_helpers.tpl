@@ -272,14 +272,14 @@ components called; toRelease: every pod of the release; ext: outside services.
 {{- define "threatview.flows" -}}
 data-collector: {service: true, public: true, to: [tokens, audit-logger], ext: [broker]}
 data-processor: {service: true, ext: [broker, postgres]}
-audit-logger: {service: true, from: [data-collector, tokens, identity, privacy, alerts], to: [identity], ext: [broker, mariadb]}
+audit-logger: {service: true, from: [data-collector, tokens, identity, visual-renderer, privacy, alerts], to: [identity], ext: [broker, mariadb]}
 audit-logger-worker: {service: true, ext: [broker, mariadb]}
 tokens: {service: true, from: [data-collector], to: [audit-logger, identity], ext: [broker, mariadb]}
 identity: {service: true, fromRelease: true, to: [audit-logger], ext: [mariadb, https]}
-visual-renderer: {service: true, public: true, to: [identity], ext: [postgres]}
+visual-renderer: {service: true, public: true, to: [identity, audit-logger], ext: [postgres]}
 admin-interface: {service: true, public: true, toRelease: true, ext: [broker]}
 privacy: {service: true, to: [audit-logger, identity], ext: [postgres, mariadb]}
-alerts: {service: true, to: [audit-logger, identity], ext: [postgres, https, syslog]}
+alerts: {service: true, to: [audit-logger, identity], ext: [postgres, https, syslog{{ if .Values.alerts.smtpAddr }}, smtp{{ end }}]}
 {{- if .Values.archiver.enabled }}
 archiver: {ext: [postgres, mariadb, https]}
 {{- end }}
