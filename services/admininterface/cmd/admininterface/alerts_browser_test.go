@@ -60,6 +60,7 @@ func TestBrowser_Alerts(t *testing.T) {
 	// traffic never fires it.
 	w.Do("create a rule", chromedp.SendKeys(chromedp.CSS("#app_id"), testenv.Name("ui-alerts-app")), chromedp.SetValue(chromedp.CSS("#window_seconds"), "300"), chromedp.SetValue(chromedp.CSS("#threshold"), "5"),
 		chromedp.Clear(chromedp.CSS("#country")), chromedp.SendKeys(chromedp.CSS("#country"), "de"),
+		chromedp.SendKeys(chromedp.CSS("#channel_secret"), "a webhook secret of at least 32 bytes"),
 		chromedp.Clear(chromedp.CSS("#channel_url")), chromedp.SendKeys(chromedp.CSS("#channel_url"), "http://127.0.0.1:9/hook"+kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(".flash")))
 	id := rowOf("rules", "data-rule", rule)
