@@ -681,10 +681,15 @@ svc_env_exec() { # NAME: exec the service binary with its environment (called in
     export COLLECTOR_TRUSTED_PROXIES="127.0.0.1/32"
   fi
   # User ids are pseudonymised under a key derived from the stack's secret:
-  # the collector makes the pseudonyms, the renderer searches by a raw id.
-  if [ "$name" = collector ] || [ "$name" = visualrenderer ]; then
+  # the collector makes the pseudonyms, the renderer searches and the
+  # privacy service erases by a raw id.
+  if [ "$name" = collector ] || [ "$name" = visualrenderer ] || [ "$name" = privacy ]; then
     local user_keys; user_keys="k1:$(printf 'user-ids:%s' "$INTERNAL_KEY" | sha256sum | cut -c1-64)"
-    if [ "$name" = collector ]; then export COLLECTOR_USER_ID_KEYS="$user_keys"; else export RENDERER_USER_ID_KEYS="$user_keys"; fi
+    case "$name" in
+      collector) export COLLECTOR_USER_ID_KEYS="$user_keys" ;;
+      visualrenderer) export RENDERER_USER_ID_KEYS="$user_keys" ;;
+      privacy) export PRIVACY_USER_ID_KEYS="$user_keys" ;;
+    esac
   fi
   # A service's own settings for the local stack, kept beside this script.
   if [ -f "$ROOT/scripts/svc/$name.sh" ]; then

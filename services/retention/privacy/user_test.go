@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -17,7 +18,10 @@ import (
 	"threatview/platform/authz"
 	"threatview/platform/httpserver"
 	"threatview/platform/wire"
+	"threatview/retention"
+	"threatview/retention/internal/retentiontest"
 	"threatview/retention/privacy"
+	"threatview/retention/store"
 )
 
 // userKeys are a rotated key pair: k2 makes new pseudonyms, k1 made the
@@ -198,5 +202,95 @@ func TestAPI_EraseUser(t *testing.T) {
 	}
 	if !strings.Contains(get.Body.String(), alice[0]) {
 		t.Errorf("GET %s, want the user's pseudonym as its subject", get.Body)
+	}
+}
+
+// TestArchiveRewriter_User: the archive step of a user erasure finds the
+// user's archived events by the user_pseudonym column under each key (two
+// devices of the app, one pseudonym each), rewrites the months without
+// them and their facts, keeps another user of the same device's rows, and
+// finds nothing on a second run.
+func TestArchiveRewriter_User(t *testing.T) {
+	ctx := context.Background()
+	url, db := retentiontest.Postgres(t)
+	fill(t, db, 3000, 20)
+	keys := mustKeys(t, userKeys)
+	user := keys.All("carol.raw-user@example.com")
+	otherUser := keys.Pseudonym("dave.raw-user@example.com")
+	// app-1's d-3 under the user's current pseudonym, d-5 under the older
+	// one; every other event of d-3 belongs to another user.
+	for _, q := range []struct{ sql, user string }{
+		{`UPDATE events.events SET user_pseudonym = $1 WHERE app_id = 'app-1' AND device_id = 'd-3' AND extract(hour FROM occurred_at)::int % 2 = 0`, user[0]},
+		{`UPDATE events.events SET user_pseudonym = $1 WHERE app_id = 'app-1' AND device_id = 'd-5'`, user[1]},
+		{`UPDATE events.events SET user_pseudonym = $1 WHERE app_id = 'app-1' AND device_id = 'd-3' AND user_pseudonym = ''`, otherUser},
+	} {
+		if _, err := db.ExecContext(ctx, q.sql, q.user); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := retentiontest.EventsSource(t, url)
+	st, err := store.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	a := &retention.Archiver{Src: src, Store: st, ChunkRows: 100, Log: quiet}
+	if sum, err := a.Run(ctx); err != nil || sum.Partitions != 6 {
+		t.Fatalf("archive = %+v, %v; want the 3 finished months of events and facts", sum, err)
+	}
+	archived := func(ps []string) (n int64) {
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events.events WHERE app_id = 'app-1' AND user_pseudonym = ANY($1) AND received_at < $2`,
+			ps, retentiontest.Month(0)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	held, kept := archived(user), archived([]string{otherUser})
+	if archived(user[:1]) == 0 || archived(user[1:]) == 0 || kept == 0 {
+		t.Fatalf("fixture: %d archived events of the user under %d keys, %d of the other user", held, len(user), kept)
+	}
+	pool := open(t, url)
+	pg := privacy.NewPG(pool)
+	w := &privacy.ArchiveRewriter{Archiver: a, Audit: &auditLog{}, Log: quiet, Rollups: pg}
+	removed := map[string]int64{}
+	for _, p := range user {
+		s := privacy.Subject{AppID: "app-1", User: p}
+		eraseAll(t, pg, s, 1000)
+		rw, err := w.Rewrite(ctx, "e-user", s)
+		if err != nil {
+			t.Fatalf("Rewrite(%v) = %v", s, err)
+		}
+		for _, r := range rw {
+			removed[r.Table] += r.RowsRemoved
+		}
+		if rw, err := w.Rewrite(ctx, "e-user", s); err != nil || len(rw) != 0 {
+			t.Errorf("second Rewrite(%v) = %+v, %v; want nothing", s, rw, err)
+		}
+	}
+	if removed["events.events"] != held || removed["facts.facts"] != held {
+		t.Errorf("the rewrites removed %v rows, the user had %d archived events with their facts", removed, held)
+	}
+	if n := archived([]string{otherUser}); n != kept {
+		t.Errorf("%d events of the other user of the device left, want %d", n, kept)
+	}
+	var rows int64
+	for _, table := range []string{"events.events", "facts.facts"} {
+		for m := retentiontest.Month(-2); m.Before(retentiontest.Month(0)); m = m.AddDate(0, 1, 0) {
+			err := a.ReadArchive(ctx, table, m, func(line []byte) error {
+				if strings.Contains(string(line), user[0]) || strings.Contains(string(line), user[1]) {
+					rows++
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if rows != 0 {
+		t.Errorf("%d archived rows still name the user's pseudonyms", rows)
+	}
+	if bad := exact(t, pool); bad != 0 {
+		t.Errorf("after the rewrite %d rollup buckets differ from count(*)", bad)
 	}
 }
