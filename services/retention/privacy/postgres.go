@@ -399,6 +399,7 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
 			return err
 		}
+		// sql: col is subjectColumn's constant (device_id or user_pseudonym); every value is an argument.
 		if err := tx.QueryRow(ctx, fmt.Sprintf(eraseEventsSQL, col), s.AppID, s.key(), n).Scan(&b.Events, &b.Facts); err != nil {
 			return fmt.Errorf("delete events: %w", err)
 		}
@@ -506,6 +507,7 @@ func (p *PG) EraseLate(ctx context.Context, s Subject, n int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// sql: col is subjectColumn's constant (device_id or user_pseudonym); every value is an argument.
 	tag, err := p.pool.Exec(ctx, `DELETE FROM events.late_events WHERE ctid IN (
 		SELECT ctid FROM events.late_events WHERE app_id = $1 AND `+col+` = $2 LIMIT $3)`, s.AppID, s.key(), n)
 	if err != nil {
@@ -569,6 +571,7 @@ func (p *PG) Verify(ctx context.Context, s Subject) (v Verification, err error) 
 	}
 	// A device subject has no user rows to count, a user subject no device
 	// rows (its blank other column must match nothing).
+	// sql: col is subjectColumn's constant (device_id or user_pseudonym); every value is an argument.
 	err = p.pool.QueryRow(ctx, `SELECT
 		(SELECT count(*) FROM events.events WHERE app_id = $1 AND `+col+` = $2),
 		(SELECT count(*) FROM events.late_events WHERE app_id = $1 AND `+col+` = $2),

@@ -128,6 +128,7 @@ func (s *Store) EventsSince(ctx context.Context, f visualrenderer.EventFilter, s
 }
 
 func (s *Store) queryEvents(ctx context.Context, q string, args []any, tax visualrenderer.Taxonomy) ([]visualrenderer.Event, error) {
+	// sql: q is eventColumns and where's constant conditions with numbered placeholders; every value is an argument.
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, unavailable("search events", err)
@@ -163,6 +164,7 @@ func (s *Store) Timeline(ctx context.Context, kind string, ids []string, appID s
 	cond := "e." + col + " = ANY($1) AND e." + col + " <> '' AND ($2 = '' OR e.app_id = $2)"
 	t := visualrenderer.Timeline{Kind: kind, ID: ids[0], Threats: map[string]int64{}, Apps: []visualrenderer.TimelineApp{}}
 	var apps, versions, oses, countries []string
+	// sql: cond names a column of the fixed map above; the ids and the app are arguments.
 	err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(min(e.received_at), 'epoch'), coalesce(max(e.received_at), 'epoch'),
 			coalesce(array_agg(DISTINCT e.app_id), '{}'), coalesce(array_agg(DISTINCT e.app_id || ' ' || e.app_version), '{}'),
 			coalesce(array_agg(DISTINCT e.os) FILTER (WHERE e.os <> ''), '{}'), coalesce(array_agg(DISTINCT e.country::text), '{}')
@@ -183,6 +185,7 @@ func (s *Store) Timeline(ctx context.Context, kind string, ids []string, appID s
 		}
 		t.Apps = append(t.Apps, app)
 	}
+	// sql: cond names a column of the fixed map above; the ids and the app are arguments.
 	rows, err := s.pool.Query(ctx, `SELECT t.type, count(*) FROM events.events e, unnest(e.threat_types) AS t(type)
 		WHERE e.threat_types <> '{}' AND `+cond+` GROUP BY 1`, ids, appID)
 	if err != nil {
