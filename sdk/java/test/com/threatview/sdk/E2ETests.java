@@ -180,9 +180,13 @@ final class E2ETests {
             public void run() throws Exception {
                 need();
                 final long t0 = System.currentTimeMillis();
+                // Two requests go through, the rest hang: the child cannot
+                // drain its queue before the kill, however fast the machine
+                // (with every request merely slowed, a quiet machine sent all
+                // 3,000 events before the child said "queued").
                 StormProxy proxy = new StormProxy(collector, new StormProxy.Plan() {
                     public StormProxy.Mode mode(int n) {
-                        return StormProxy.Mode.SLOW;
+                        return n < 2 ? StormProxy.Mode.FORWARD : StormProxy.Mode.HANG;
                     }
                 });
                 File dir = tempDir("killed");
@@ -200,6 +204,7 @@ final class E2ETests {
                 while (proxy.requests.get() < 3 && System.nanoTime() < deadline) {
                     Thread.sleep(20);
                 }
+                Thread.sleep(500); // the two answered requests leave the child's queue
                 child.destroyForcibly(); // SIGKILL: no close, requests in flight cut off
                 check(child.waitFor(10, TimeUnit.SECONDS), "child did not die");
                 int sentBefore = proxy.requests.get();
@@ -208,7 +213,9 @@ final class E2ETests {
                 ThreatView tv = ThreatView.builder().endpoint(collector).token(token).app(app, "1.0.0").queueDir(dir).onDrop(d)
                         .flushAt(500).build();
                 long left = tv.stats().queued;
-                check(left > 0 && left < n, "left in the queue after the kill: %d of %d", left, n);
+                // At most n: an answered batch the child had not yet taken off
+                // its queue is sent again, and stored once (its event ids).
+                check(left > 0 && left <= n, "left in the queue after the kill: %d of %d", left, n);
                 check(tv.flush(60, TimeUnit.SECONDS), "flush timed out");
                 Stats st = tv.stats();
                 tv.close();
