@@ -156,30 +156,70 @@ func (c *Consumer[T]) full(b *batch[T]) bool {
 	return len(b.items) >= c.cfg.MaxItems || (c.cfg.MaxMessages > 0 && len(b.deliveries) >= c.cfg.MaxMessages)
 }
 
-// Run consumes in until ctx ends or in is closed. On cancellation it
-// finishes the batch in hand (write, ack; retried for FlushTimeout) before
-// returning, so in must stay connected until Run returns. It returns nil.
+// Run consumes in until ctx ends or in is closed. While one batch is
+// written, the next one is gathered and decoded (at most two batches in
+// hand), so decoding never waits for the database nor the database for
+// decoding. Batches are still written, and acked, one after the other in
+// delivery order. On cancellation it finishes the batches in hand (write,
+// ack; retried for FlushTimeout) before returning, so in must stay
+// connected until Run returns. It returns nil.
 func (c *Consumer[T]) Run(ctx context.Context, in <-chan *mq.Delivery) error {
-	b := &batch[T]{}
+	cur, next := &batch[T]{}, &batch[T]{}
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	if !c.first(ctx, in, cur) {
+		return nil
+	}
+	open := c.gather(ctx, in, cur, timer)
 	for {
-		b.reset()
-		select {
-		case <-ctx.Done():
-			return nil
-		case d, ok := <-in:
-			if !ok {
-				return nil
+		done := make(chan bool, 1)
+		go func(b *batch[T]) { done <- c.handle(ctx, b) }(cur)
+		next.reset()
+		handled, finished := false, false
+		if open {
+			select {
+			case <-ctx.Done():
+			case handled = <-done:
+				finished = true
+			case d, ok := <-in:
+				if !ok {
+					open = false
+					break
+				}
+				c.add(next, d)
+				open = c.gather(ctx, in, next, timer)
 			}
-			c.add(b, d)
 		}
-		open := c.gather(ctx, in, b, timer)
+		if !finished {
+			handled = <-done
+		}
 		// A batch left unfinished is never acked, and since acks are
 		// cumulative no later batch may be acked either: stop.
-		if !c.handle(ctx, b) || !open {
+		if !handled {
 			return nil
 		}
+		if len(next.deliveries) == 0 {
+			if !open || !c.first(ctx, in, next) {
+				return nil
+			}
+			open = c.gather(ctx, in, next, timer)
+		}
+		cur, next = next, cur
+	}
+}
+
+// first waits for the first delivery of b; false when ctx ends or in
+// closes first.
+func (c *Consumer[T]) first(ctx context.Context, in <-chan *mq.Delivery, b *batch[T]) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case d, ok := <-in:
+		if !ok {
+			return false
+		}
+		c.add(b, d)
+		return true
 	}
 }
 

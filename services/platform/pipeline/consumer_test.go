@@ -363,3 +363,55 @@ func TestConsumer_AcksAfterCommit(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 }
+
+// TestConsumer_DecodesWhileWriting: the next batch is decoded while the
+// one before it is written (issue 38), and batches are still written in
+// delivery order. Before, Run decoded only between writes: the first write
+// waited here for a decode that never came.
+func TestConsumer_DecodesWhileWriting(t *testing.T) {
+	var mu sync.Mutex
+	decoded := map[string]bool{}
+	decodedNext := make(chan struct{})
+	decode := func(body []byte) ([]pipeline.Part[string], []pipeline.Reject, error) {
+		mu.Lock()
+		decoded[string(body)] = true
+		if string(body) == "c,d" {
+			close(decodedNext)
+		}
+		mu.Unlock()
+		return decodeItems(body)
+	}
+	overlapped := false
+	writing := make(chan struct{})
+	s := &store{onWrite: func(call int) {
+		if call != 1 {
+			return
+		}
+		close(writing)
+		select {
+		case <-decodedNext:
+			overlapped = true
+		case <-time.After(5 * time.Second):
+		}
+	}}
+	h := s.handler(true)
+	h.Decode = decode
+	c := pipeline.NewConsumer(h, &dlq{}, pipeline.Config{Queue: "/queue/x", MaxItems: 2, MaxWait: time.Second}, quiet)
+	in := make(chan *mq.Delivery, 3)
+	in <- &mq.Delivery{Body: []byte("a,b")}
+	go func() {
+		// The second message arrives once the first batch is being written.
+		<-writing
+		in <- &mq.Delivery{Body: []byte("c,d")}
+		close(in)
+	}()
+	if err := c.Run(context.Background(), in); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if !overlapped {
+		t.Fatal("the second batch was not decoded while the first was written")
+	}
+	if len(s.writes) != 2 || !slices.Equal(s.writes[0], []string{"a", "b"}) || !slices.Equal(s.writes[1], []string{"c", "d"}) {
+		t.Fatalf("writes %v, want [a b] then [c d]", s.writes)
+	}
+}
