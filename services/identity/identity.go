@@ -204,7 +204,10 @@ type Store interface {
 	// subject) and sets their roles; an unknown key is stored as a new
 	// person named username (bound to a person stored before people were
 	// keyed, of that name). Empty roles also revoke the person's sessions;
-	// for an unknown key they store nothing and give ErrNotFound.
+	// for an unknown key they store nothing and give ErrNotFound. The last
+	// active Account Owner keeps role admin when roles lack it (checked in
+	// the transaction, as for UpdateUser): the returned person's roles then
+	// hold admin beside roles.
 	// ErrForbidden: username is a local person's or another OIDC person's.
 	UpsertOIDCUser(ctx context.Context, key [sha256.Size]byte, username string, roles []string, at time.Time) (User, error)
 	// TouchLogin sets last_login_at.

@@ -30,6 +30,9 @@ const (
 	ActionPasswordChange = "identity.password_change"
 	ActionProfileUpdate  = "identity.profile_update"
 	ActionRescue         = "identity.owner_rescue"
+	// ActionOwnerKept: a sign-in through the identity provider would have
+	// taken role admin from the last active Account Owner; they kept it.
+	ActionOwnerKept = "identity.owner_kept"
 )
 
 // ActorBootstrap is the actor of the first admin's creation at start.
@@ -560,7 +563,9 @@ func oidcKey(p OIDCPerson) [sha256.Size]byte {
 // SignInOIDC opens a session for a person the identity provider vouched for,
 // with roles mapped from their groups. The person is found by issuer and
 // subject; their roles are replaced by the provider's at every sign-in, and
-// a sign-in with no role also ends the person's sessions. Errors:
+// a sign-in with no role also ends the person's sessions. The last active
+// Account Owner is never demoted this way: they keep role admin beside the
+// provider's roles, and ActionOwnerKept records it. Errors:
 // ErrForbidden (no role, or the username is a local person's or another
 // provider person's), ErrBadCredentials (disabled), ErrAuditUnavailable.
 func (s *Service) SignInOIDC(ctx context.Context, p OIDCPerson, meta Meta) (Session, error) {
@@ -576,7 +581,7 @@ func (s *Service) SignInOIDC(ctx context.Context, p OIDCPerson, meta Meta) (Sess
 		return Session{}, err
 	}
 	u, err := s.store.UpsertOIDCUser(ctx, oidcKey(p), name, roles, s.now())
-	if len(roles) == 0 && (err == nil || errors.Is(err, ErrNotFound)) {
+	if err == nil && len(u.Roles) == 0 || errors.Is(err, ErrNotFound) && len(roles) == 0 {
 		subject, detail := unknownSubject, map[string]any{"method": "oidc", "reason": "no role"}
 		if err == nil {
 			subject, detail["sessions_ended"] = u.Username, true
@@ -590,6 +595,16 @@ func (s *Service) SignInOIDC(ctx context.Context, p OIDCPerson, meta Meta) (Sess
 	if u.Disabled {
 		s.auditBestEffort(ctx, s.record(ActionLoginFailed, "", u.Username, 401, meta, map[string]any{"method": "oidc"}))
 		return Session{}, ErrBadCredentials
+	}
+	if slices.Contains(u.Roles, authz.RoleAdmin) && !slices.Contains(roles, authz.RoleAdmin) && s.audit != nil {
+		// Confirmed like the sign-in itself: no session the trail cannot
+		// explain.
+		rec := s.record(ActionOwnerKept, u.Username, u.Username, 200, meta, map[string]any{
+			"method": "oidc", "provider_roles": roles, "roles": u.Roles,
+			"reason": "the last active Account Owner keeps the role; make another person owner first"})
+		if err := s.audit.Audit(ctx, rec); err != nil {
+			return Session{}, fmt.Errorf("audit owner kept for %s: %w", u.Username, err)
+		}
 	}
 	return s.open(ctx, u, meta, "oidc")
 }

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,15 +205,26 @@ func (s *Store) UpdateUser(ctx context.Context, username string, ch identity.Use
 // tx. The read locks every owner's row, so two owners demoting each other
 // at once cannot both succeed (one waits, or deadlocks and is rolled back).
 func ownerLeft(ctx context.Context, tx *sql.Tx) error {
-	var n int
-	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM users WHERE disabled = FALSE AND FIND_IN_SET(?, roles) > 0 FOR UPDATE", authz.RoleAdmin).Scan(&n)
+	n, err := otherOwners(ctx, tx, "")
 	if err != nil {
-		return fmt.Errorf("count owners: %w", err)
+		return err
 	}
 	if n == 0 {
 		return identity.ErrLastOwner
 	}
 	return nil
+}
+
+// otherOwners counts the active owners in tx other than username, locking
+// their rows (see ownerLeft).
+func otherOwners(ctx context.Context, tx *sql.Tx, username string) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM users WHERE disabled = FALSE AND FIND_IN_SET(?, roles) > 0 AND username <> ? FOR UPDATE",
+		authz.RoleAdmin, username).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count owners: %w", err)
+	}
+	return n, nil
 }
 
 // SetPassword replaces the hash and revokes the person's refresh tokens.
@@ -291,6 +303,18 @@ func (s *Store) UpsertOIDCUser(ctx context.Context, key [sha256.Size]byte, usern
 			}
 		} else if err != nil {
 			return fmt.Errorf("select oidc user: %w", err)
+		}
+		if u.ActiveOwner() && !slices.Contains(roles, authz.RoleAdmin) {
+			// The provider's groups would demote the last active owner:
+			// they keep the role, as they would against the Users API.
+			n, err := otherOwners(ctx, tx, u.Username)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				roles = append(slices.Clone(roles), authz.RoleAdmin)
+				slices.Sort(roles)
+			}
 		}
 		u.Roles, u.UpdatedAt = roles, at
 		if _, err := tx.ExecContext(ctx, "UPDATE users SET roles = ?, updated_at = ? WHERE username = ?", strings.Join(roles, ","), at, u.Username); err != nil {

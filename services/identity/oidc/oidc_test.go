@@ -35,6 +35,7 @@ import (
 	"threatview/platform/auditclient"
 	"threatview/platform/httpserver"
 	"threatview/platform/testenv"
+	"threatview/platform/wire"
 )
 
 // person is one of the identity provider's users.
@@ -223,7 +224,8 @@ func TestSignIn(t *testing.T) {
 	hasher, _ := identity.NewHasher(identity.Argon2Params{MemoryKiB: 64, Time: 1, Threads: 1}, 2)
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	audit := auditclient.New(testenv.MustEnv(t, "THREATVIEW_AUDIT_URL"), testenv.MustEnv(t, "INTERNAL_KEY"), auditclient.Options{Timeout: 5 * time.Second, Unavailable: identity.ErrAuditUnavailable})
-	svc := identity.NewService(store, hasher, keys, audit, identity.Options{}, log)
+	rec := &recorder{next: audit}
+	svc := identity.NewService(store, hasher, keys, rec, identity.Options{}, log)
 	roleMap, err := identity.ParseRoleMap("tv-admins=admin, tv-analysts=analyst, tv-auditors=auditor")
 	if err != nil {
 		t.Fatal(err)
@@ -442,6 +444,56 @@ func TestSignIn(t *testing.T) {
 			t.Fatalf("refresh = %d, expires %s; want 200 and the sign-in's %s", status, next.RefreshExpiresAt, s.RefreshExpiresAt)
 		}
 	})
+	t.Run("LastOwnerKeepsOwnerRole", func(t *testing.T) {
+		// The provider takes the last active Account Owner out of the
+		// owners' group: signing in must not leave Threat View without an
+		// owner. The person keeps role admin (beside the provider's
+		// roles), signs in, and the trail says why.
+		setPerson("u-ola", person{"ola", []string{"tv-admins"}})
+		if status, body, _ := signIn(t, "ola"); status != 200 {
+			t.Fatalf("sign-in of ola = %d %s", status, body)
+		}
+		users, err := store.ListUsers(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range users {
+			if u.Username != "ola" && u.ActiveOwner() {
+				if _, err := svc.UpdateUser(context.Background(), u.Username, identity.UserChange{Disabled: ptr(true)}, identity.Meta{Actor: "test"}); err != nil {
+					t.Fatalf("lock owner %s: %v", u.Username, err)
+				}
+			}
+		}
+		for _, c := range []struct {
+			groups []string
+			roles  []string
+		}{
+			{[]string{"tv-analysts"}, []string{"admin", "analyst"}},
+			{[]string{"marketing"}, []string{"admin"}}, // no group of Threat View left
+		} {
+			setPerson("u-ola", person{"ola", c.groups})
+			status, body, _ := signIn(t, "ola")
+			if s := sessionOf(t, body); status != 200 || !slices.Equal(s.User.Roles, c.roles) {
+				t.Fatalf("last owner signs in with groups %v = %d %s, want 200 with roles %v", c.groups, status, body, c.roles)
+			}
+			u, err := store.GetUser(context.Background(), "ola")
+			if err != nil || !u.ActiveOwner() {
+				t.Fatalf("ola after signing in with groups %v = %+v %v, want still an active owner", c.groups, u, err)
+			}
+		}
+		kept := rec.find(identity.ActionOwnerKept, "user:ola")
+		if len(kept) != 2 {
+			t.Fatalf("audit records %s of ola = %d, want 2", identity.ActionOwnerKept, len(kept))
+		}
+		// With another owner beside her, the provider's groups apply again.
+		if _, err := svc.UpdateUser(context.Background(), "adam", identity.UserChange{Disabled: ptr(false), Roles: &[]string{"admin"}}, identity.Meta{Actor: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		setPerson("u-ola", person{"ola", []string{"tv-analysts"}})
+		if status, body, _ := signIn(t, "ola"); status != 200 || !slices.Equal(sessionOf(t, body).User.Roles, []string{"analyst"}) {
+			t.Fatalf("ola beside another owner = %d %s, want 200 as analyst only", status, body)
+		}
+	})
 	t.Run("StateFromAnotherBrowser", func(t *testing.T) {
 		// An attacker's callback URL replayed in a victim's browser (login
 		// CSRF): the state cookie is missing, so the sign-in is refused.
@@ -487,4 +539,37 @@ func TestSignIn(t *testing.T) {
 			}
 		}
 	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// recorder passes audit records on and keeps them, so a test can look for
+// one without reading the trail back.
+type recorder struct {
+	next identity.Auditor
+	mu   sync.Mutex
+	recs []wire.AuditRecord
+}
+
+func (r *recorder) Audit(ctx context.Context, rec wire.AuditRecord) error {
+	if err := r.next.Audit(ctx, rec); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+
+// find returns the records of action about resource.
+func (r *recorder) find(action, resource string) []wire.AuditRecord {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []wire.AuditRecord
+	for _, rec := range r.recs {
+		if rec.Action == action && rec.Resource == resource {
+			out = append(out, rec)
+		}
+	}
+	return out
 }
