@@ -52,6 +52,9 @@ type Deps struct {
 	// must be a paired group (publish.NewPaired) that makes each request's
 	// audit record durable together with its events.
 	Events *publish.Group
+	// Shards, when set, carries each request's events instead of Events:
+	// to the group of its app's shard (one request is always one app's).
+	Shards *publish.Shards
 	// Audit carries the best-effort records of refused requests (401, 403);
 	// nil turns auditing off.
 	Audit    *publish.Group
@@ -77,6 +80,7 @@ type API struct {
 	auth       collector.Authenticator
 	enricher   *collector.Enricher
 	events     *publish.Group
+	shards     *publish.Shards
 	audit      *publish.Group
 	metrics    *Metrics
 	log        *slog.Logger
@@ -97,6 +101,7 @@ func New(d Deps) http.Handler {
 		auth:       d.Auth,
 		enricher:   d.Enricher,
 		events:     d.Events,
+		shards:     d.Shards,
 		audit:      d.Audit,
 		metrics:    d.Metrics,
 		log:        d.Log,
@@ -260,7 +265,11 @@ func (a *API) postEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		auditFrag = ab.Bytes()
 	}
-	if err := a.events.AddPair(frag, len(events), auditFrag).Wait(); err != nil {
+	group := a.events
+	if a.shards != nil {
+		group = a.shards.For(id.AppID)
+	}
+	if err := group.AddPair(frag, len(events), auditFrag).Wait(); err != nil {
 		a.reject(w, r, err)
 		return
 	}

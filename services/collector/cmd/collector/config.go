@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"threatview/collector"
+	"threatview/collector/publish"
 	"threatview/platform/httpserver"
 	"threatview/platform/mq"
 	"threatview/platform/wire"
@@ -20,6 +21,12 @@ type Config struct {
 
 	// EventsQueue is the destination events are published to.
 	EventsQueue string `env:"COLLECTOR_EVENTS_QUEUE" envDefault:"/queue/threatview.events"`
+	// Shards is how many queues events are spread over: 1 publishes to
+	// EventsQueue itself; k > 1 publishes an app's events to
+	// EventsQueue.<i>, i = wire.EventsShard(app id, k), each queue with its
+	// own processor. Every collector of a deployment must use the same
+	// count (docs/scaling.md, "Shards": how to change it).
+	Shards int `env:"COLLECTOR_SHARDS" envDefault:"1"`
 
 	// TokensURL is the tokens service, asked (with InternalKey) to introspect
 	// tokens the cache does not hold.
@@ -112,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if !strings.HasPrefix(c.EventsQueue, "/queue/") {
 		return fmt.Errorf("COLLECTOR_EVENTS_QUEUE %q must start with /queue/", c.EventsQueue)
+	}
+	if c.Shards < 1 || c.Shards > publish.MaxShards {
+		return fmt.Errorf("COLLECTOR_SHARDS must be from 1 to %d", publish.MaxShards)
 	}
 	if _, err := collector.ParseIPMode(c.ClientIP); err != nil {
 		return fmt.Errorf("COLLECTOR_CLIENT_IP: %w", err)

@@ -29,7 +29,7 @@ func TestConfig_MaxBodyBytesInFlight(t *testing.T) {
 
 func TestConfig_Validate(t *testing.T) {
 	base := func() Config {
-		return Config{InternalKey: "k", TokensURL: "http://x", EventsQueue: wire.EventsQueue, MaxInFlight: 1,
+		return Config{InternalKey: "k", TokensURL: "http://x", EventsQueue: wire.EventsQueue, Shards: 1, MaxInFlight: 1,
 			MaxMessageBytes: 1 << 20, MaxMessageEvents: 1000, PublishTimeout: time.Second, AuditTimeout: time.Second, RetryAfter: time.Second, TokensWarmLimit: 1000, LocationGrid: 0.1}
 	}
 	if err := (func() *Config { c := base(); return &c })().Validate(); err != nil {
@@ -44,6 +44,7 @@ func TestConfig_Validate(t *testing.T) {
 		"TOKENS_WARM_LIMIT":            func(c *Config) { c.TokensWarmLimit = 100_001 },
 		"COLLECTOR_LOCATION_GRID":      func(c *Config) { c.LocationGrid = 0 },
 		"COLLECTOR_USER_ID_KEYS":       func(c *Config) { c.UserIDKeys = "k1:0011" },
+		"COLLECTOR_SHARDS":             func(c *Config) { c.Shards = 0 },
 	}
 	for name, mutate := range bad {
 		c := base()

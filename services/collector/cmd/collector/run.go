@@ -91,7 +91,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	pub := mq.NewPublisher(cfg.Broker, log)
 	defer pub.Close()
 	checks["broker"] = pub.Ping
-	exportBrokerStats(ctx, cfg.Broker, cfg.EventsQueue, reg, log)
+	exportBrokerStats(ctx, getenv, cfg.Broker, publish.ShardQueues(cfg.EventsQueue, cfg.Shards), reg, log)
 	conns := cfg.Broker.Conns
 	if conns <= 0 {
 		conns = 1
@@ -109,12 +109,22 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 		Observe:     metrics.ObservePublish,
 	}
 	// With auditing on, each accepted request's audit record goes to the
-	// audit queue in the same broker transaction as its events.
-	events := publish.New(eventOpts, publish.ToBroker(pub, cfg.EventsQueue, conns+1))
-	if cfg.AuditURL != "" {
-		events = publish.NewPaired(eventOpts, publish.ToBrokerTx(pub, cfg.EventsQueue, cfg.AuditQueue, conns+1))
+	// audit queue in the same broker transaction as its events. One group
+	// per shard queue: requests coalesce with their shard's others, and each
+	// group may use every broker connection (the publisher's pool shares
+	// them), so an idle shard leaves the others the whole pool.
+	queues := publish.ShardQueues(cfg.EventsQueue, cfg.Shards)
+	groups := make([]*publish.Group, len(queues))
+	for i, q := range queues {
+		if cfg.AuditURL != "" {
+			groups[i] = publish.NewPaired(eventOpts, publish.ToBrokerTx(pub, q, cfg.AuditQueue, conns+1))
+		} else {
+			groups[i] = publish.New(eventOpts, publish.ToBroker(pub, q, conns+1))
+		}
 	}
+	events := publish.NewShards(groups...)
 	defer events.Flush()
+	log.Info("events queues", "shards", len(queues), "queues", queues)
 
 	var audit *publish.Group
 	if cfg.AuditURL != "" {
@@ -144,7 +154,8 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	h := httpapi.New(httpapi.Deps{
 		Auth:         tokenAuth{tokens},
 		Enricher:     collector.NewEnricher(locator, trusted).WithIPMode(ipMode).WithInvestigation(users, cfg.LocationGrid),
-		Events:       events,
+		Events:       groups[0],
+		Shards:       events,
 		Audit:        audit,
 		Registry:     reg,
 		Metrics:      metrics,

@@ -1,0 +1,58 @@
+package publish
+
+import (
+	"strconv"
+
+	"threatview/platform/wire"
+)
+
+// Shards routes each request to the Group of its app's shard
+// (wire.EventsShard), so all of an app's events travel on one queue and meet
+// one processor, while requests still coalesce with the others of their
+// shard. A request always carries one app's events (the token binds the app:
+// collector.CheckApp refuses any other app with 403), so a request is never
+// split across shards.
+type Shards struct {
+	groups []*Group
+}
+
+// NewShards returns the router over groups, one per shard, shard i's group
+// at index i. It panics without a group.
+func NewShards(groups ...*Group) *Shards {
+	if len(groups) == 0 {
+		panic("publish.NewShards without a group")
+	}
+	return &Shards{groups: groups}
+}
+
+// For returns the Group of appID's shard.
+func (s *Shards) For(appID string) *Group {
+	return s.groups[wire.EventsShard(appID, len(s.groups))]
+}
+
+// Flush waits for every shard's messages in flight.
+func (s *Shards) Flush() {
+	for _, g := range s.groups {
+		g.Flush()
+	}
+}
+
+// ShardQueues returns the events queue of each shard: base itself for one
+// shard (the single queue of an unsharded deployment), else base+"."+i for
+// shard i (/queue/threatview.events.0, .1, ...). The chart names the
+// processors' PROCESSOR_QUEUE the same way.
+func ShardQueues(base string, shards int) []string {
+	if shards < 2 {
+		return []string{base}
+	}
+	out := make([]string, shards)
+	for i := range out {
+		out[i] = base + "." + strconv.Itoa(i)
+	}
+	return out
+}
+
+// MaxShards bounds COLLECTOR_SHARDS: each shard is a queue, a processor
+// and a statistics reader's pair of requests every interval.
+const MaxShards = 64
+
