@@ -61,6 +61,29 @@ func TestUp_Events(t *testing.T) {
 		VALUES ('0193a4c2-7e1f-7c3a-9b2d-5e6f7a8b9c0d', now(), now(), 'app.startup', 'a', 'ZZ')`); err != nil {
 		t.Fatalf("insert into this month: %v", err)
 	}
+	// facts.facts is keyed by time first (000016, issue 38), on every
+	// partition: its inserts land on the key's rightmost pages whatever ids
+	// the clients send.
+	rows, err := db.Query(`SELECT c.conrelid::regclass::text, pg_get_constraintdef(c.oid) FROM pg_constraint c
+		JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace
+		WHERE n.nspname = 'facts' AND c.contype = 'p' AND (r.relname = 'facts' OR r.relname LIKE 'facts\_y%')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	keys := 0
+	for rows.Next() {
+		var table, def string
+		if err := rows.Scan(&table, &def); err != nil {
+			t.Fatal(err)
+		}
+		if keys++; def != "PRIMARY KEY (received_at, app_id, event_id)" {
+			t.Errorf("%s: %s, want PRIMARY KEY (received_at, app_id, event_id)", table, def)
+		}
+	}
+	if keys < 4 {
+		t.Errorf("%d primary keys of facts.facts and its partitions, want at least 4", keys)
+	}
 }
 
 func TestUp_Audit(t *testing.T) {

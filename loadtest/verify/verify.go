@@ -118,8 +118,9 @@ func CheckEvents(ctx context.Context, conn *pgx.Conn, ids []string, wait time.Du
 	}
 	err := conn.QueryRow(ctx, `
 		WITH a AS (SELECT DISTINCT id FROM accepted),
-		     c AS (SELECT (SELECT count(*) FROM facts.facts f WHERE f.event_id = a.id) AS n FROM a
-		            WHERE EXISTS (SELECT 1 FROM events.events e WHERE e.id = a.id))
+		     c AS (SELECT (SELECT count(*) FROM facts.facts f
+		                   WHERE f.received_at = e.received_at AND f.app_id = e.app_id AND f.event_id = e.id) AS n
+		            FROM a JOIN events.events e ON e.id = a.id)
 		SELECT count(*) FILTER (WHERE n <> 1) FROM c`).Scan(&e.FactsOff)
 	if err != nil {
 		return e, fmt.Errorf("look up facts: %w", err)
