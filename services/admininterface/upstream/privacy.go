@@ -10,19 +10,30 @@ import (
 
 // Erasure is one erasure request of the privacy service and what it did.
 type Erasure struct {
-	ID          string        `json:"id"`
-	AppID       string        `json:"app_id"`
-	DeviceID    string        `json:"device_id"`
-	Suppress    bool          `json:"suppress"`
-	Status      string        `json:"status"`
-	RequestedBy string        `json:"requested_by"`
-	RequestedAt time.Time     `json:"requested_at"`
-	StartedAt   *time.Time    `json:"started_at"`
-	FinishedAt  *time.Time    `json:"finished_at"`
-	Attempts    int           `json:"attempts"`
-	Report      ErasureReport `json:"report"`
-	Error       string        `json:"error"`
+	ID       string `json:"id"`
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id"`
+	// UserPseudonyms name the user of a user erasure (DeviceID blank): its
+	// pseudonym under each key ("k1:<hex>"), the current key's first. The
+	// raw user id is never stored or shown.
+	UserPseudonyms []string   `json:"user_pseudonyms"`
+	Suppress       bool       `json:"suppress"`
+	Status         string     `json:"status"`
+	RequestedBy    string     `json:"requested_by"`
+	RequestedAt    time.Time  `json:"requested_at"`
+	StartedAt      *time.Time `json:"started_at"`
+	FinishedAt     *time.Time `json:"finished_at"`
+	Attempts       int        `json:"attempts"`
+	// NextAttemptAt is when a running erasure whose last attempt failed for
+	// a passing reason is tried again; nil otherwise.
+	NextAttemptAt *time.Time    `json:"next_attempt_at"`
+	Report        ErasureReport `json:"report"`
+	Error         string        `json:"error"`
 }
+
+// ByUser reports whether e erases a user's data (named by pseudonyms)
+// rather than a device's.
+func (e Erasure) ByUser() bool { return e.DeviceID == "" && len(e.UserPseudonyms) > 0 }
 
 // ErasureReport is what an erasure removed, adjusted and rewritten, per
 // store, and what the final count found left.

@@ -24,6 +24,22 @@ import (
 // erasuresListMax is how many erasure requests the list shows (the newest).
 const erasuresListMax = 100
 
+// shortPseudonym shortens a user pseudonym ("k1:<64 hex>") to its key and
+// first 8 digits, enough to tell the rows of a list apart; the full one is
+// on the report page.
+func shortPseudonym(p string) string {
+	key, digest, ok := strings.Cut(p, ":")
+	if !ok {
+		key, digest = "", p
+	} else {
+		key += ":"
+	}
+	if r := []rune(digest); len(r) > 8 {
+		return key + string(r[:8]) + "…"
+	}
+	return p
+}
+
 // erasureForm is the request form as typed, kept on a refusal.
 type erasureForm struct {
 	AppID, DeviceID string

@@ -228,7 +228,7 @@ func TestPrivacy_Report(t *testing.T) {
 	b.signIn("ada")
 	_, list := b.do("GET", "/privacy", nil)
 	for _, want := range []string{`data-erasure="0190a8c2-6f7e-7c3a-9b1d-000000000001"`, "<td>120</td><td>3</td><td>1</td>",
-		"rewrite archive 2026-10: the archive store refused (attempt 3)"} {
+		"<td>3</td><td>—</td>\n<td>rewrite archive 2026-10: the archive store refused</td>"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("list lacks %q:\n%.4000s", want, list)
 		}
@@ -380,5 +380,64 @@ func TestPrivacy_Outage(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(page, "Listing the erasure requests: the privacy service did not answer") ||
 		strings.Contains(page, gone.URL) || strings.Contains(page, "goroutine") {
 		t.Errorf("service down = %d:\n%.1500s", resp.StatusCode, page)
+	}
+}
+
+// TestPrivacy_UserErasureAndRetries: the list and the report name an
+// erasure's subject (a device, or a user by pseudonym, shortened in the
+// list), and show a retried erasure's attempts and when it is tried next.
+// The service's JSON is written as services/retention/privacy sends it.
+func TestPrivacy_UserErasureAndRetries(t *testing.T) {
+	h := newHarness(t)
+	const pseudo = "k1:0f3a9c5be71d42a8c6e0b9f1d2a3c4e5f60718293a4b5c6d7e8f90a1b2c3d4e5"
+	const userErasure = `{"id":"0190a8c2-6f7e-7c3a-9b1d-000000000011","app_id":"shop","device_id":"",` +
+		`"user_pseudonyms":["` + pseudo + `","k0:aa11bb22cc33dd44ee55ff6600112233445566778899aabbccddeeff00112233"],` +
+		`"suppress":false,"status":"running","requested_by":"ada","requested_at":"2026-12-02T10:00:00Z",` +
+		`"started_at":"2026-12-02T10:00:05Z","attempts":2,"next_attempt_at":"2026-12-02T10:01:35Z",` +
+		`"report":{"events_deleted":40},"error":"delete batch: the events database is unavailable"}`
+	const deviceErasure = `{"id":"0190a8c2-6f7e-7c3a-9b1d-000000000012","app_id":"shop","device_id":"dev-3",` +
+		`"suppress":true,"status":"queued","requested_by":"ada","requested_at":"2026-12-02T09:00:00Z","attempts":0,"report":{}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/erasures":
+			_, _ = w.Write([]byte(`{"erasures":[` + userErasure + `,` + deviceErasure + `]}`))
+		case "/v1/erasures/0190a8c2-6f7e-7c3a-9b1d-000000000011":
+			_, _ = w.Write([]byte(userErasure))
+		case "/v1/suppressions":
+			_, _ = w.Write([]byte(`{"suppressions":[]}`))
+		default:
+			httpserver.WriteError(w, 404, "not_found", "no such resource", nil)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	h.srv.deps.Privacy = upstream.Privacy{Client: upstream.New(srv.URL, nil, 5*time.Second)}
+	b := h.browser(t)
+	b.signIn("ada")
+
+	_, list := b.do("GET", "/privacy", nil)
+	for _, want := range []string{
+		`<th scope="col">Subject</th>`, `<th scope="col">Attempts</th>`, `<th scope="col">Next attempt (UTC)</th>`,
+		`user <code title="` + pseudo + `">k1:0f3a9c5b…</code>`, `device <code>dev-3</code>`,
+		"<td>2</td><td>2026-12-02 10:01:35</td>", "<td>0</td><td>—</td>",
+		"delete batch: the events database is unavailable",
+	} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%.5000s", want, list)
+		}
+	}
+	if strings.Contains(list, "<code></code>") {
+		t.Errorf("list shows an empty device id for the user erasure:\n%.5000s", list)
+	}
+	_, page := b.do("GET", "/privacy/erasures/0190a8c2-6f7e-7c3a-9b1d-000000000011", nil)
+	for _, want := range []string{
+		`<dt>Subject</dt><dd id="erasure-subject">user, by pseudonym: <code>` + pseudo + `</code>`,
+		"<code>k0:aa11bb22cc33dd44ee55ff6600112233445566778899aabbccddeeff00112233</code>",
+		`<dt>Attempts</dt><dd id="erasure-attempts">2; the next at 2026-12-02 10:01:35 UTC`,
+		"Attempt 2 failed: delete batch: the events database is unavailable; it is tried again at 2026-12-02 10:01:35 UTC.",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report lacks %q:\n%.5000s", want, page)
+		}
 	}
 }

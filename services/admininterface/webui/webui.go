@@ -173,7 +173,8 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"bytes": bytesHuman,
+	"bytes":          bytesHuman,
+	"shortPseudonym": shortPseudonym,
 	"fmtTime": func(v any) string {
 		switch t := v.(type) {
 		case time.Time:
