@@ -45,6 +45,7 @@ GEOIP_DB_PATH: {{ printf "%s/%s" (trimSuffix "/" $v.geoip.mountPath) $v.geoip.fi
 {{- end }}
 COLLECTOR_CLIENT_IP: {{ $v.clientIP | default "truncate" | quote }}
 COLLECTOR_LOCATION_GRID: {{ $v.locationGrid | toString | quote }}
+COLLECTOR_SHARDS: {{ int .Values.shards | toString | quote }}
 {{- with $v.trustedProxies }}
 COLLECTOR_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- end }}
