@@ -23,14 +23,49 @@ type TrailProblem struct {
 	Detail string    `json:"detail"`
 }
 
+// TrailKindUnanchored is the problem kind of a verification no checkpoint
+// outside the database anchored (docs/audit-trail.md, "Verifying").
+const TrailKindUnanchored = "unanchored"
+
 // TrailReport is the answer of GET /v1/audit/verify.
 type TrailReport struct {
-	OK         bool             `json:"ok"`
+	OK bool `json:"ok"`
+	// Anchored is whether a correctly signed checkpoint read from the
+	// object store anchored the check (nil from an audit logger older than
+	// the field; its unanchored problem still tells).
+	Anchored   *bool            `json:"anchored"`
 	Checked    int64            `json:"checked"`
 	Checkpoint *TrailCheckpoint `json:"checkpoint"`
 	Problems   []TrailProblem   `json:"problems"`
 	Archived   int64            `json:"archived"`
 	Unchained  int64            `json:"unchained"`
+}
+
+// Unanchored reports whether no checkpoint outside the database anchored
+// the verification: the rows may agree with the database's own checkpoints,
+// but the database alone cannot show it was not rewritten whole.
+func (r TrailReport) Unanchored() bool {
+	if r.Anchored != nil && !*r.Anchored {
+		return true
+	}
+	for _, p := range r.Problems {
+		if p.Kind == TrailKindUnanchored {
+			return true
+		}
+	}
+	return false
+}
+
+// RowProblems returns the problems other than the unanchored finding: what
+// was found wrong in the rows and checkpoints themselves.
+func (r TrailReport) RowProblems() []TrailProblem {
+	out := make([]TrailProblem, 0, len(r.Problems))
+	for _, p := range r.Problems {
+		if p.Kind != TrailKindUnanchored {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // VerifyTrail runs a verification of the whole audit trail.

@@ -28,6 +28,10 @@ type trailData struct {
 	More     int
 }
 
+// RowProblemCount counts the last verification's problems other than the
+// unanchored finding (all of them, the listed and the counted).
+func (d trailData) RowProblemCount() int { return len(d.Problems) + d.More }
+
 // trailShown is how many problems the page lists; the rest are counted.
 const trailShown = 200
 
@@ -46,7 +50,7 @@ func (s *Server) renderTrail(w http.ResponseWriter, r *http.Request, flash strin
 	d := trailData{Latest: latest}
 	if v, ok := trailResults.Load(s); ok {
 		d.Last = v.(*trailResult)
-		d.Problems = d.Last.Report.Problems
+		d.Problems = d.Last.Report.RowProblems() // the unanchored finding is a state of its own
 		if len(d.Problems) > trailShown {
 			d.More = len(d.Problems) - trailShown
 			d.Problems = d.Problems[:trailShown]
@@ -67,7 +71,7 @@ func (s *Server) trailVerify(w http.ResponseWriter, r *http.Request) {
 	}
 	by := sessionOf(r).User.Username
 	trailResults.Store(s, &trailResult{Report: rep, At: s.now().UTC(), By: by})
-	s.log.Info("audit trail verified", "by", by, "ok", rep.OK, "checked", rep.Checked, "problems", len(rep.Problems))
+	s.log.Info("audit trail verified", "by", by, "ok", rep.OK, "anchored", !rep.Unanchored(), "checked", rep.Checked, "problems", len(rep.Problems))
 	flash := "The trail verified."
 	if !rep.OK {
 		flash = "" // the state paragraph says it, as an alert

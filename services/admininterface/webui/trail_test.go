@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -71,6 +72,47 @@ func TestTrailPage(t *testing.T) {
 	})
 }
 
+// TestTrailPage_Unanchored: a verification whose only finding is that no
+// checkpoint outside the database anchored it is its own state, neither
+// "verified" nor a list of tampered rows, with what it means and what to do;
+// unanchored beside real problems says both.
+func TestTrailPage_Unanchored(t *testing.T) {
+	h, ft := newTrailHarness(t)
+	unanchored := upstream.TrailProblem{ID: "checkpoints", Kind: "unanchored",
+		Detail: "no correctly signed checkpoint outside the database: the database alone cannot show it was not rewritten"}
+	b := h.browser(t)
+	csrf := b.signIn("aud")
+	ft.mu.Lock()
+	ft.report = upstream.TrailReport{OK: false, Checked: 1234, Problems: []upstream.TrailProblem{unanchored}}
+	ft.mu.Unlock()
+	resp, page := b.do("POST", "/audit/trail/verify", url.Values{"csrf": {csrf}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /audit/trail/verify = %d", resp.StatusCode)
+	}
+	for _, want := range []string{`id="trail-state" class="warn" data-state="unanchored"`, "Unanchored:", "1234 rows checked",
+		"no correctly signed checkpoint outside the database", "AUDIT_TRAIL_S3_BUCKET"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("unanchored verification: page lacks %q:\n%.4000s", want, page)
+		}
+	}
+	for _, bad := range []string{"found 1 problems", `<td class="bad">unanchored</td>`, "Verified up to"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("unanchored verification: page shows %q:\n%.4000s", bad, page)
+		}
+	}
+
+	ft.mu.Lock()
+	ft.report = upstream.TrailReport{OK: false, Checked: 1234, Problems: []upstream.TrailProblem{unanchored,
+		{ID: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5c", Kind: "modified", Detail: "its fields do not hash to the signed leaf"}}}
+	ft.mu.Unlock()
+	_, page = b.do("POST", "/audit/trail/verify", url.Values{"csrf": {csrf}})
+	for _, want := range []string{`id="trail-state" class="bad" data-state="problems"`, "found 1 problem", "also unanchored", `<td class="bad">modified</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("unanchored and modified: page lacks %q:\n%.4000s", want, page)
+		}
+	}
+}
+
 // TestBrowser_TrailPage walks the trail page as an auditor: the state, a
 // verification that passes, one that names problems; screenshots in docs/ui.
 func TestBrowser_TrailPage(t *testing.T) {
@@ -102,6 +144,16 @@ func TestBrowser_TrailPage(t *testing.T) {
 		t.Errorf("problems table: %q", got)
 	}
 	w.Shot("audit-trail-problems")
+
+	ft.mu.Lock()
+	ft.report = upstream.TrailReport{OK: false, Checked: 1234, Problems: []upstream.TrailProblem{{ID: "checkpoints", Kind: "unanchored",
+		Detail: "no correctly signed checkpoint outside the database: the database alone cannot show it was not rewritten"}}}
+	ft.mu.Unlock()
+	w.Do("verify unanchored", chromedp.Click(chromedp.CSS(`main form button[type="submit"]`)), chromedp.WaitVisible(chromedp.CSS(`#trail-state[data-state="unanchored"]`)))
+	if got := w.Text("main"); !strings.Contains(got, "Unanchored:") || !strings.Contains(got, "What this means") {
+		t.Errorf("unanchored state: %q", got)
+	}
+	w.Shot("audit-trail-unanchored")
 	w.Do("phone", chromedp.EmulateViewport(390, 800))
 	w.Open("/audit/trail", "main form button")
 	if over := browsertest.Eval[bool](w, `document.documentElement.scrollWidth > window.innerWidth + 1`); over {
