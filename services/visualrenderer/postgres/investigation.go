@@ -103,8 +103,11 @@ func (s *Store) SearchEvents(ctx context.Context, f visualrenderer.EventFilter, 
 		conds = append(conds, fmt.Sprintf("(e.received_at, e.id) < ($%d, $%d::uuid)", len(args)-1, len(args)))
 	}
 	args = append(args, f.Limit+1)
-	q := `SELECT ` + eventColumns + ` FROM events.events e WHERE ` + strings.Join(conds, " AND ") +
-		fmt.Sprintf(" ORDER BY e.received_at DESC, e.id DESC LIMIT $%d", len(args))
+	order := fmt.Sprintf(" ORDER BY e.received_at DESC, e.id DESC LIMIT $%d", len(args))
+	q := `SELECT ` + eventColumns + ` FROM events.events e WHERE ` + strings.Join(conds, " AND ") + order
+	if f.Threat != "" {
+		q = byThreat(conds, f.Threat, &args, order)
+	}
 	evs, err := s.queryEvents(ctx, q, args, tax)
 	if err != nil {
 		return visualrenderer.EventPage{}, err
@@ -115,6 +118,22 @@ func (s *Store) SearchEvents(ctx context.Context, f visualrenderer.EventFilter, 
 		page.NextCursor = evs[f.Limit-1].Cursor().String()
 	}
 	return page, nil
+}
+
+// byThreat is the search for one threat type (migration events 000015): the
+// events whose first type it is, newest first from events_by_first_threat,
+// and those with it in second place or later, from the events with two or
+// more types (events_multi_threat_by_time); each part stops at the page's
+// size and the two are merged. Without it the database walks every threat
+// event of the range testing each one's types.
+func byThreat(conds []string, threat string, args *[]any, order string) string {
+	*args = append(*args, threat)
+	t := "$" + strconv.Itoa(len(*args))
+	where := strings.Join(conds, " AND ")
+	return `SELECT * FROM ((SELECT ` + eventColumns + ` FROM events.events e WHERE ` + where +
+		` AND e.threat_types[1] = ` + t + order + `) UNION ALL (SELECT ` + eventColumns + ` FROM events.events e WHERE ` + where +
+		` AND cardinality(e.threat_types) > 1 AND e.threat_types[1] <> ` + t + order + `)) e` +
+		strings.Replace(order, "e.id DESC", "e.id::uuid DESC", 1) // the parts' id is text
 }
 
 // EventsSince implements visualrenderer.Investigator.
@@ -209,21 +228,82 @@ func (s *Store) Timeline(ctx context.Context, kind string, ids []string, appID s
 	return t, err
 }
 
-// Overview implements visualrenderer.Investigator: exact distinct counts
-// over the daily tables.
+// Overview implements visualrenderer.Investigator. Unique users and
+// devices come from the recency tables (migration events 000015) when they
+// can say exactly (a range ending today, or any range no subject was seen
+// twice after), else from count(DISTINCT) over the day tables: exact either
+// way.
 func (s *Store) Overview(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.Overview, error) {
 	o := visualrenderer.Overview{From: q.From, To: q.To}
-	err := s.pool.QueryRow(ctx, `SELECT
-		(SELECT coalesce(sum(events), 0) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
-		(SELECT coalesce(sum(threat_events), 0) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
-		(SELECT count(DISTINCT user_pseudonym) FROM facts.inv_daily_users WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)),
-		(SELECT count(DISTINCT device_id) FROM facts.inv_device_days WHERE day >= $1 AND day < $2 AND threat = '' AND ($3 = '' OR app_id = $3)),
-		(SELECT count(DISTINCT app_id) FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND events > 0 AND ($3 = '' OR app_id = $3))`,
-		q.From, q.To, q.AppID).Scan(&o.Events, &o.ThreatEvents, &o.Users, &o.Devices, &o.Apps)
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(events), 0), coalesce(sum(threat_events), 0),
+			count(DISTINCT app_id) FILTER (WHERE events > 0)
+		FROM facts.inv_daily WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)`,
+		q.From, q.To, q.AppID).Scan(&o.Events, &o.ThreatEvents, &o.Apps)
 	if err != nil {
 		return o, unavailable("overview", err)
 	}
+	if o.Users, err = s.distinct(ctx, q, recentUsers, nil); err != nil {
+		return o, unavailable("overview", err)
+	}
+	if o.Devices, err = s.distinct(ctx, q, recentDevices, []string{""}); err != nil {
+		return o, unavailable("overview", err)
+	}
 	return o, nil
+}
+
+// A recency counts the distinct subjects of a scope (an app or all apps,
+// and for devices a list of threat types) seen in a range of days: fast
+// from a recency table, or from the day table.
+type recency struct {
+	recent, days, subject string
+	threats               bool // the tables have a threat column
+}
+
+var (
+	recentUsers   = recency{recent: "facts.inv_user_recent", days: "facts.inv_daily_users", subject: "user_pseudonym"}
+	recentDevices = recency{recent: "facts.inv_device_recent", days: "facts.inv_device_days", subject: "device_id", threats: true}
+)
+
+// distinct returns the number of distinct subjects of r seen in the days of
+// [q.From, q.To) in q.AppID's scope (” all apps) with one of threats (for
+// devices; ” is any event). A subject's two most recent days say whether
+// it was seen in the range unless it was seen on two days at or after
+// q.To: then (events dated after today, or a range ending before
+// yesterday) the day table is counted instead.
+func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r recency, threats []string) (int64, error) {
+	scope, days, count := "app_id = $3", "($3 = '' OR app_id = $3)", "count(*)"
+	if r.threats {
+		scope += " AND threat = ANY($4)"
+		days += " AND threat = ANY($4)"
+		if len(threats) > 1 {
+			count = "count(DISTINCT " + r.subject + ")"
+		}
+	}
+	args := []any{q.From, q.To, q.AppID}
+	if r.threats {
+		args = append(args, threats)
+	}
+	var n *int64
+	// sql: the tables, columns and conditions are recency's constants; every value is an argument.
+	err := s.pool.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM `+r.recent+` WHERE `+scope+`
+			AND last_day >= $2 AND prev_day >= $2) THEN NULL
+		ELSE (SELECT `+count+` FROM `+r.recent+` WHERE `+scope+`
+			AND last_day >= $1 AND (last_day < $2 OR (prev_day >= $1 AND prev_day < $2))) END`, args...).Scan(&n)
+	if err != nil || n != nil {
+		return deref(n), err
+	}
+	var m int64
+	// sql: as above.
+	err = s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+`
+		WHERE day >= $1 AND day < $2 AND `+days, args...).Scan(&m)
+	return m, err
+}
+
+func deref(n *int64) int64 {
+	if n == nil {
+		return 0
+	}
+	return *n
 }
 
 // Map implements visualrenderer.Investigator.
@@ -292,8 +372,15 @@ func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, 
 	}
 	// Only the types asked for are read: one type, or a category's listed
 	// types and, for other, every type the taxonomy does not list.
-	rows, err := s.pool.Query(ctx, `SELECT day, threat, dim, key, sum(count)::bigint FROM facts.inv_threat_daily
-		WHERE day >= $1::date AND day < $2::date AND ($3 = '' OR app_id = $3)
+	// Over all apps the summary over apps is read: one row per key and
+	// day, not one per app.
+	table, app := "facts.inv_threat_daily", "app_id = $3"
+	if q.AppID == "" {
+		table, app = "facts.inv_threat_daily_all", "$3 = ''"
+	}
+	// sql: table and app are the constants above; every value is an argument.
+	rows, err := s.pool.Query(ctx, `SELECT day, threat, dim, key, sum(count)::bigint FROM `+table+`
+		WHERE day >= $1::date AND day < $2::date AND `+app+`
 		  AND (threat = ANY($4) OR ($5 AND NOT threat = ANY($6)))
 		GROUP BY 1, 2, 3, 4`, q.From, q.To, q.AppID, sel.Types, sel.Unlisted, sel.Listed)
 	if err != nil {
@@ -339,9 +426,8 @@ func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, 
 	for t := range types {
 		list = append(list, t)
 	}
-	if err := s.pool.QueryRow(ctx, `SELECT count(DISTINCT device_id) FROM facts.inv_device_days
-		WHERE day >= $1 AND day < $2 AND threat = ANY($3) AND ($4 = '' OR app_id = $4)`,
-		q.From, q.To, list, q.AppID).Scan(&r.Devices); err != nil {
+	sort.Strings(list)
+	if r.Devices, err = s.distinct(ctx, q, recentDevices, list); err != nil {
 		return r, unavailable("threat report", err)
 	}
 	r.ByOS, r.ByOSVersion, r.ByDeviceModel = sorted(by["os"]), sorted(by["os_version"]), sorted(by["device_model"])
