@@ -1,30 +1,71 @@
 package collector
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"threatview/collector/geoip/countries"
 	"threatview/platform/wire"
 )
+
+// Places maps a location's grid cell to the country it lies in.
+type Places interface {
+	// CountryAt returns the ISO 3166-1 alpha-2 code of the country of the
+	// cell whose south-west corner is lat, lon and whose side is grid
+	// degrees, or "" when the cell lies in no country (at sea).
+	CountryAt(lat, lon, grid float64) string
+}
+
+var (
+	defaultPlacesOnce sync.Once
+	defaultPlaces     Places
+)
+
+// DefaultPlaces returns the embedded Natural Earth country shapes behind a
+// bounded per-cell cache (countries.DefaultCacheCells), shared by the
+// process. It panics if the embedded file does not parse: a build defect
+// that the countries package's tests catch.
+func DefaultPlaces() Places {
+	defaultPlacesOnce.Do(func() {
+		s, err := countries.Default()
+		if err != nil {
+			panic(fmt.Sprintf("embedded country shapes: %v", err))
+		}
+		defaultPlaces = countries.NewCache(s, countries.DefaultCacheCells)
+	})
+	return defaultPlaces
+}
 
 // Enricher turns validated inputs into the events the collector publishes.
 type Enricher struct {
 	locator Locator
+	places  Places // nil: the country comes from the client address only
 	trusted []netip.Prefix
 	ipMode  IPMode
 	users   *wire.Pseudonymizer // nil: user ids are dropped
 	grid    float64             // location grid, degrees
 }
 
-// NewEnricher returns an Enricher. locator may be nil (every country is
-// ZZ); trusted are the proxies whose X-Forwarded-For is believed. It keeps
-// truncated client addresses (IPTruncate) unless WithIPMode says otherwise.
+// NewEnricher returns an Enricher. locator may be nil (every address's
+// country is ZZ); trusted are the proxies whose X-Forwarded-For is believed.
+// It keeps truncated client addresses (IPTruncate) unless WithIPMode says
+// otherwise, and takes the country of an event with a location from
+// DefaultPlaces unless WithPlaces says otherwise.
 func NewEnricher(locator Locator, trusted []netip.Prefix) *Enricher {
-	return &Enricher{locator: locator, trusted: trusted, ipMode: IPTruncate, grid: DefaultGrid}
+	return &Enricher{locator: locator, places: DefaultPlaces(), trusted: trusted, ipMode: IPTruncate, grid: DefaultGrid}
+}
+
+// WithPlaces sets where the country of a location comes from (nil: from
+// the client address only) and returns e.
+func (e *Enricher) WithPlaces(p Places) *Enricher {
+	e.places = p
+	return e
 }
 
 // WithIPMode sets how much of the client address is kept and returns e.
@@ -67,8 +108,11 @@ func CheckApp(in []Input, appID string) error {
 //     and clamped to received_at when it is more than MaxFutureSkew ahead;
 //     whenever it differs from what the client sent, original_occurred_at
 //     keeps the client's value;
-//   - country: from the full client address (see ClientIP); client_ip:
-//     only what the IP mode keeps of it (see IPMode).
+//   - country: the country of the location's grid cell (see Places; the
+//     cell, not the finer position, so that the country tells nothing the
+//     stored cell does not) when the event has a location in a country;
+//     else, and for a cell at sea, from the full client address (see
+//     ClientIP); client_ip: only what the IP mode keeps of it (see IPMode).
 //
 // It returns a *FieldError wrapping ErrInvalid when skew correction moves
 // occurred_at outside [MinTime, MaxTime] (422: the contract bounds times
@@ -104,6 +148,11 @@ func (e *Enricher) Enrich(req Request, in []Input, out []wire.Event) error {
 		ev.Threats = src.Threats
 		ev.Attributes = src.Attributes
 		e.investigation(src, ev)
+		if ev.Location != nil && e.places != nil {
+			if c := e.places.CountryAt(ev.Location.Lat, ev.Location.Lon, e.grid); c != "" {
+				ev.Country = c
+			}
+		}
 		var ok bool
 		ev.OccurredAt, ev.OriginalOccurredAt, ok = occurredAt(src, recv)
 		if !ok {

@@ -212,3 +212,72 @@ func TestEnricher_WithIPMode(t *testing.T) {
 		}
 	}
 }
+
+// TestEnricher_EnrichLocationCountry: the country comes from the location's
+// grid cell when it lies in a country, else from the client address.
+func TestEnricher_EnrichLocationCountry(t *testing.T) {
+	req := collector.Request{RemoteAddr: "31.0.1.10:5555", ReceivedAt: time.Now()} // an address in Germany
+	ip := fakeLocator{"31.0.1.10": "DE"}
+	for _, c := range []struct {
+		name, location string
+		grid           float64
+		want           string
+	}{
+		{"France from a German address", `"location":{"lat":48.85661,"lon":2.35222}`, 0, "FR"},
+		{"Germany", `"location":{"lat":52.52137,"lon":13.40494}`, 0, "DE"},
+		{"Tokyo on a 1-degree grid", `"location":{"lat":35.6762,"lon":139.6503}`, 1, "JP"},
+		{"at sea: the address", `"location":{"lat":45,"lon":-30}`, 0, "DE"},
+		{"no location: the address", `"device":{"id":"d"}`, 0, "DE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in, err := collector.Decode([]byte(`{"type":"t","app":{"id":"a"},` + c.location + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make([]wire.Event, 1)
+			en := collector.NewEnricher(ip, nil).WithInvestigation(nil, c.grid)
+			if err := en.Enrich(req, in, out); err != nil {
+				t.Fatal(err)
+			}
+			if out[0].Country != c.want {
+				t.Errorf("Enrich(%s) country = %s, want %s", c.location, out[0].Country, c.want)
+			}
+		})
+	}
+	t.Run("WithPlaces(nil): the address", func(t *testing.T) {
+		in, err := collector.Decode([]byte(`{"type":"t","app":{"id":"a"},"location":{"lat":48.85661,"lon":2.35222}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]wire.Event, 1)
+		if err := collector.NewEnricher(ip, nil).WithPlaces(nil).Enrich(req, in, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Country != "DE" || out[0].Location == nil {
+			t.Errorf("country = %s, location %v; want DE and the location kept", out[0].Country, out[0].Location)
+		}
+	})
+}
+
+// BenchmarkEnricher_Location is Enrich of one event with a location, its
+// country from the cell (cached) and from the address only: the difference
+// is what the location's country costs per event.
+func BenchmarkEnricher_Location(b *testing.B) {
+	in, err := collector.Decode([]byte(`{"type":"t","event_id":"0190f0a8-1234-7abc-8def-0123456789ab","app":{"id":"a"},"location":{"lat":48.85661,"lon":2.35222}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := collector.Request{RemoteAddr: "31.0.1.10:5555", ReceivedAt: time.Now()}
+	for name, places := range map[string]collector.Places{"Cell": collector.DefaultPlaces(), "AddressOnly": nil} {
+		b.Run(name, func(b *testing.B) {
+			en := collector.NewEnricher(fakeLocator{"31.0.1.10": "DE"}, nil).WithPlaces(places)
+			out := make([]wire.Event, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := en.Enrich(req, in, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
