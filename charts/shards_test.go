@@ -118,11 +118,34 @@ func TestChart_Shards(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Drain", func(t *testing.T) {
+		// From 1 shard to 2: the old single queue keeps a processor of its
+		// own until it is empty, beside the two shards'.
+		r := render(t, map[string]any{"shards": 2, "drainQueues": []any{wire.EventsQueue}})
+		queues := map[string]string{}
+		for _, m := range r.objects {
+			if d, ok := m.obj.(*appsv1.Deployment); ok && strings.HasPrefix(m.name, release+"-threatview-data-processor") {
+				queues[m.name] = containerEnv(t, r, d.Spec.Template.Spec.Containers[0])["PROCESSOR_QUEUE"]
+			}
+		}
+		want := map[string]string{
+			release + "-threatview-data-processor-0":       wire.EventsQueue + ".0",
+			release + "-threatview-data-processor-1":       wire.EventsQueue + ".1",
+			release + "-threatview-data-processor-drain-0": wire.EventsQueue,
+		}
+		if fmt.Sprint(queues) != fmt.Sprint(want) {
+			t.Fatalf("processors and their queues = %v, want %v", queues, want)
+		}
+		checkWorkloads(t, r)
+	})
 	t.Run("SchemaRejects", func(t *testing.T) {
 		c := loadChart(t)
-		for _, v := range []any{0, 65, "two"} {
-			if _, err := renderValues(c, map[string]any{"shards": v}); err == nil || !strings.Contains(err.Error(), "schema") {
-				t.Errorf("shards: %v rendered (%v), want a schema violation", v, err)
+		for _, v := range []map[string]any{
+			{"shards": 0}, {"shards": 65}, {"shards": "two"},
+			{"drainQueues": []any{"threatview.events"}}, {"drainQueues": []any{"/queue/threatview.audit"}},
+		} {
+			if _, err := renderValues(c, v); err == nil || !strings.Contains(err.Error(), "schema") {
+				t.Errorf("%v rendered (%v), want a schema violation", v, err)
 			}
 		}
 	})
