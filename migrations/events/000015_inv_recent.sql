@@ -196,14 +196,18 @@ BEGIN
         INSERT INTO facts.inv_threat_daily_all AS r (day, threat, dim, key, count)
         SELECT day, threat, dim, key, sum(count) FROM inv_new GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
         ON CONFLICT (day, threat, dim, key) DO UPDATE SET count = r.count + EXCLUDED.count;
-    ELSE
+    ELSIF TG_OP = 'UPDATE' THEN
         INSERT INTO facts.inv_threat_daily_all AS r (day, threat, dim, key, count)
         SELECT day, threat, dim, key, sum(count) FROM (
-            SELECT day, threat, dim, key, count FROM inv_new WHERE TG_OP = 'UPDATE'
+            SELECT day, threat, dim, key, count FROM inv_new
             UNION ALL
             SELECT day, threat, dim, key, -count FROM inv_old) x
         GROUP BY 1, 2, 3, 4 HAVING sum(count) <> 0 ORDER BY 1, 2, 3, 4
         ON CONFLICT (day, threat, dim, key) DO UPDATE SET count = r.count + EXCLUDED.count;
+    ELSE
+        UPDATE facts.inv_threat_daily_all r SET count = r.count - x.count
+        FROM (SELECT day, threat, dim, key, sum(count) AS count FROM inv_old GROUP BY 1, 2, 3, 4) x
+        WHERE r.day = x.day AND r.threat = x.threat AND r.dim = x.dim AND r.key = x.key;
     END IF;
     RETURN NULL;
 END
