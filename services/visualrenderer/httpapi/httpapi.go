@@ -42,14 +42,26 @@ type Handler struct {
 	now   func() time.Time
 	pages map[string]*template.Template
 	inv   *Investigation // the investigation read API; nil: not served
+	admin string         // the Administration Interface's URL; "": no link
 }
 
-// New returns the service's routes; with inv, the investigation read API's
-// too.
-func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger, inv ...Investigation) http.Handler {
+// Option adds to New's routes: an Investigation (the investigation read
+// API) or an AdminURL.
+type Option interface{ apply(h *Handler) }
+
+func (i Investigation) apply(h *Handler) { h.inv = &i }
+
+// AdminURL is the Administration Interface's public URL, which the pages
+// link to as the people's home; blank: no link.
+type AdminURL string
+
+func (u AdminURL) apply(h *Handler) { h.admin = string(u) }
+
+// New returns the service's routes, with the options'.
+func New(store visualrenderer.Store, auth *Auth, reg *prometheus.Registry, checks map[string]httpserver.Check, log *slog.Logger, opts ...Option) http.Handler {
 	h := &Handler{store: store, auth: auth, log: log, now: time.Now, pages: web.Templates()}
-	if len(inv) > 0 {
-		h.inv = &inv[0]
+	for _, o := range opts {
+		o.apply(h)
 	}
 	r := chi.NewRouter()
 	r.Use(httpserver.Instrument(reg, "visualrenderer"), headers)

@@ -157,6 +157,7 @@ type page struct {
 	Username  string // the sign-in form's username, kept after a refusal
 	From, To  string // the range shown, UTC
 	Dims      []visualrenderer.Dimension
+	AdminURL  string // the Administration Interface, linked as the home; "": none
 	Overview  *overview
 	Dimension *dimensionData
 }
@@ -211,6 +212,7 @@ func (h *Handler) renderError(w http.ResponseWriter, r *http.Request, p page, er
 }
 
 func (h *Handler) render(w http.ResponseWriter, status int, name string, p page) {
+	p.AdminURL = h.admin
 	var buf bytes.Buffer
 	if err := h.pages[name].Execute(&buf, p); err != nil {
 		h.log.Error("render page", "page", name, "err", err)

@@ -48,14 +48,21 @@ type Config struct {
 	// timelines and taxonomy changes are audited there (with INTERNAL_KEY).
 	// Blank: not audited (logged).
 	AuditURL string `env:"AUDITLOGGER_SERVICE_URL"`
+	// AdminURL is the Administration Interface's public URL, as browsers
+	// reach it: the pages link to it as the people's one home. Blank: no
+	// link.
+	AdminURL string `env:"RENDERER_ADMIN_URL"`
 }
 
 // Validate checks relations the tags cannot express.
 func (c *Config) Validate() error {
-	if c.IdentityURL != "" {
-		u, err := url.Parse(c.IdentityURL)
+	for _, v := range []struct{ name, url string }{{"IDENTITY_SERVICE_URL", c.IdentityURL}, {"RENDERER_ADMIN_URL", c.AdminURL}} {
+		if v.url == "" {
+			continue
+		}
+		u, err := url.Parse(v.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("IDENTITY_SERVICE_URL %q is not an http(s) URL", c.IdentityURL)
+			return fmt.Errorf("%s %q is not an http(s) URL", v.name, v.url)
 		}
 	}
 	if c.AdminKey == "" && c.IdentityURL == "" {

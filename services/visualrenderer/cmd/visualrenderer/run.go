@@ -53,7 +53,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	} else {
 		log.Warn("AUDITLOGGER_SERVICE_URL is blank: event searches and taxonomy changes are not audited")
 	}
-	h := httpapi.New(store, auth, reg, map[string]httpserver.Check{"database": store.Ping}, log, inv)
+	h := httpapi.New(store, auth, reg, map[string]httpserver.Check{"database": store.Ping}, log, inv, httpapi.AdminURL(cfg.AdminURL))
 	if err := httpserver.Run(ctx, cfg.HTTP, defaultAddr, h, log, nil); err != nil {
 		return fmt.Errorf("http server: %w", err)
 	}

@@ -115,6 +115,7 @@ func TestRun_BadConfig(t *testing.T) {
 		{map[string]string{"ADMIN_KEY": "a"}, "RENDERER_DATABASE_URL"},
 		{map[string]string{"RENDERER_DATABASE_URL": "postgres://x/y"}, "IDENTITY_SERVICE_URL"},
 		{map[string]string{"ADMIN_KEY": "a", "RENDERER_DATABASE_URL": "postgres://x/y", "IDENTITY_SERVICE_URL": "ftp://id"}, "IDENTITY_SERVICE_URL"},
+		{map[string]string{"ADMIN_KEY": "a", "RENDERER_DATABASE_URL": "postgres://x/y", "RENDERER_ADMIN_URL": "admin.example.test"}, "RENDERER_ADMIN_URL"},
 		{map[string]string{"ADMIN_KEY": "a", "RENDERER_DATABASE_URL": "postgres://x/y", "RENDERER_TRUSTED_PROXIES": "10.0.0.0/16,ingress.example.com"}, "RENDERER_TRUSTED_PROXIES"},
 	} {
 		err := run(context.Background(), func(k string) string { return c.env[k] }, io.Discard)
