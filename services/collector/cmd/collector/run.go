@@ -12,6 +12,7 @@ import (
 
 	"threatview/collector"
 	"threatview/collector/geoip"
+	"threatview/collector/geoip/countries"
 	"threatview/collector/httpapi"
 	"threatview/collector/publish"
 	"threatview/collector/tokenauth"
@@ -81,6 +82,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg := httpserver.NewRegistry()
 	metrics := httpapi.NewMetrics(reg)
 	registerTokenStats(reg, tokens)
+	registerPlaceStats(reg)
 	registerFeedStats(reg, tokens)
 	if cfg.TokensRevocationsTopic != "" {
 		followRevocations(ctx, cfg.Broker, cfg.TokensRevocationsTopic, tokens, log)
@@ -197,6 +199,26 @@ func (t tokenAuth) Check(ctx context.Context, token string) (collector.Identity,
 	default:
 		return collector.Identity{}, fmt.Errorf("check token: %w: %w", collector.ErrUnavailable, err)
 	}
+}
+
+// registerPlaceStats exports the counters of the location-country cache
+// (one slot per grid cell, DefaultCacheCells of them): a low hit ratio
+// means clients send more distinct cells than it holds.
+func registerPlaceStats(reg prometheus.Registerer) {
+	c, ok := collector.DefaultPlaces().(*countries.Cache)
+	if !ok {
+		return
+	}
+	stat := func(name, help string, f func(hits, misses int64) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			h, m, _ := c.Stats()
+			return float64(f(h, m))
+		})
+	}
+	reg.MustRegister(
+		stat("collector_location_cache_hits_total", "Location country lookups answered from the per-cell cache.", func(h, _ int64) int64 { return h }),
+		stat("collector_location_cache_misses_total", "Location country lookups not in the per-cell cache (a point-in-polygon search).", func(_, m int64) int64 { return m }),
+	)
 }
 
 // registerTokenStats exports the token cache counters; the hit ratio is

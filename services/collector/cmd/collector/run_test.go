@@ -255,8 +255,9 @@ func TestRun_AcceptedBatchArrivesWhole(t *testing.T) {
 		}
 	}
 	for path, want := range map[string]string{
-		"/readyz":  `"status":"ok"`,
-		"/metrics": "collector_events_accepted_total 3",
+		"/readyz":         `"status":"ok"`,
+		"/metrics":        "collector_events_accepted_total 3",
+		"/metrics?places": "collector_location_cache_misses_total ",
 	} {
 		resp, err := http.Get(base + path)
 		if err != nil {
