@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"threatview/platform/invkeys"
 )
 
 // PG is the events DB side: the erasures and suppressions tables and the
@@ -325,15 +327,18 @@ const erasedFacts = `CREATE TEMP TABLE IF NOT EXISTS erased_facts (
 // eraseEventsSQL deletes at most $3 events of the subject (any partition:
 // by device the index events_by_subject on (app_id, device_id), by user
 // events_by_user on (user_pseudonym, ...) on each) and their facts, and
-// keeps the facts for the decrement. It returns the events and facts
-// deleted. %[1]s is the subject's column (subjectColumn).
+// keeps the facts and the events' investigation keys' columns for the
+// decrements. It returns the events and facts deleted. %[1]s is the
+// subject's column (subjectColumn).
 const eraseEventsSQL = `
 WITH victims AS (
 	SELECT id, received_at FROM events.events WHERE app_id = $1 AND %[1]s = $2 LIMIT $3
 ), del AS (
 	DELETE FROM events.events e USING victims v
 	WHERE e.id = v.id AND e.received_at = v.received_at AND e.app_id = $1 AND e.%[1]s = $2
-	RETURNING e.id, e.received_at
+	RETURNING e.id, e.received_at, ` + invkeys.Columns + `
+), ekept AS (
+	INSERT INTO erased_events SELECT ` + invkeys.Columns + ` FROM del RETURNING 1
 ), fdel AS (
 	DELETE FROM facts.facts f USING del d
 	WHERE f.event_id = d.id AND f.received_at = d.received_at AND f.app_id = $1
@@ -382,13 +387,17 @@ WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND t.count <= 0`, k.table+"_per_"+g
 	return out
 }()
 
-// Batch is what one batch of EraseEvents did.
+// Batch is what one batch of EraseEvents did. DeviceDays and DailyUsers
+// are the rows of facts.inv_device_days and inv_daily_users that no
+// remaining event makes any more (the other devices of an erased user,
+// the users of an erased device).
 type Batch struct {
-	Events, Facts, RollupRows, RollupRowsRemoved int64
+	Events, Facts, RollupRows, RollupRowsRemoved, DeviceDays, DailyUsers int64
 }
 
 // EraseEvents deletes at most n of the subject's events, their facts and
-// their counts in every rollup, in one transaction.
+// their counts in every rollup (the investigation rollups included), in
+// one transaction holding the app's writer lock.
 func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 	var b Batch
 	col, err := subjectColumn(s)
@@ -396,17 +405,26 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 		return b, err
 	}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+
+			erasedFacts+"; "+erasedEvents); err != nil {
 			return err
+		}
+		if _, err := tx.Exec(ctx, lockApp, s.AppID); err != nil {
+			return fmt.Errorf("lock app: %w", err)
 		}
 		// sql: col is subjectColumn's constant (device_id or user_pseudonym); every value is an argument.
 		if err := tx.QueryRow(ctx, fmt.Sprintf(eraseEventsSQL, col), s.AppID, s.key(), n).Scan(&b.Events, &b.Facts); err != nil {
 			return fmt.Errorf("delete events: %w", err)
 		}
-		if b.Facts == 0 {
+		if b.Events == 0 {
 			return nil
 		}
-		return decrement(ctx, tx, &b)
+		if b.Facts > 0 {
+			if err := decrement(ctx, tx, &b); err != nil {
+				return err
+			}
+		}
+		return decrementInv(ctx, tx, s.AppID, col, &b)
 	})
 	if err != nil {
 		return Batch{}, unavailable("erase events", err)
@@ -420,24 +438,30 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 func decrement(ctx context.Context, tx pgx.Tx, b *Batch) error {
 	batch := &pgx.Batch{}
 	for _, q := range decrementSQL {
-		if strings.HasPrefix(q, "DELETE") {
-			batch.Queue(q)
-			continue
-		}
-		batch.Queue(q).QueryRow(func(row pgx.Row) error {
-			var adj, zero int64
-			if err := row.Scan(&adj, &zero); err != nil {
-				return fmt.Errorf("decrement rollups: %w", err)
-			}
-			b.RollupRows += adj
-			b.RollupRowsRemoved += zero
-			return nil
-		})
+		queueDecrement(batch, q, !strings.HasPrefix(q, "DELETE"), b)
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("adjust rollups: %w", err)
 	}
 	return nil
+}
+
+// queueDecrement queues one decrement statement: an adjusting one answers
+// (rows adjusted, rows at zero), counted into b; a removal answers nothing.
+func queueDecrement(batch *pgx.Batch, q string, adjust bool, b *Batch) {
+	if !adjust {
+		batch.Queue(q)
+		return
+	}
+	batch.Queue(q).QueryRow(func(row pgx.Row) error {
+		var adj, zero int64
+		if err := row.Scan(&adj, &zero); err != nil {
+			return fmt.Errorf("decrement rollups: %w", err)
+		}
+		b.RollupRows += adj
+		b.RollupRowsRemoved += zero
+		return nil
+	})
 }
 
 // Dropped tells whether month's partition of facts.facts is gone (archived

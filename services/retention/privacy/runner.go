@@ -330,9 +330,13 @@ func (r *Runner) eraseSubject(ctx context.Context, id string, s Subject, rep *Re
 		rep.Facts += b.Facts
 		rep.RollupRows += b.RollupRows
 		rep.RollupRowsRemoved += b.RollupRowsRemoved
+		rep.DeviceDays += b.DeviceDays
+		rep.DailyUsers += b.DailyUsers
 		r.metrics.Rows.WithLabelValues("events").Add(float64(b.Events))
 		r.metrics.Rows.WithLabelValues("facts").Add(float64(b.Facts))
 		r.metrics.Rows.WithLabelValues("rollup_rows").Add(float64(b.RollupRows))
+		r.metrics.Rows.WithLabelValues("device_days").Add(float64(b.DeviceDays))
+		r.metrics.Rows.WithLabelValues("daily_users").Add(float64(b.DailyUsers))
 	}
 	for {
 		n, err := r.pg.EraseLate(ctx, s, r.cfg.BatchRows)
