@@ -18,13 +18,13 @@ import (
 	"threatview/retention/privacy"
 )
 
-// fillInvestigation stores events of two apps with the investigation
+// fillInvestigation stores n events of two apps with the investigation
 // columns (users shared between devices, devices shared between users,
 // threats none, one or several, locations and OS versions present or
 // not, over four days and several hours) with their facts, and the
 // investigation rollups the processor would have written for them: the
 // platform/invkeys selects over events.events, the processor's own.
-func fillInvestigation(tb testing.TB, pool *pgxpool.Pool) {
+func fillInvestigation(tb testing.TB, pool *pgxpool.Pool, n int) {
 	tb.Helper()
 	ctx := context.Background()
 	stmts := []string{
@@ -41,7 +41,7 @@ func fillInvestigation(tb testing.TB, pool *pgxpool.Pool) {
 			CASE WHEN g % 6 = 0 THEN NULL ELSE 12 + g % 3 END, CASE WHEN g % 6 = 0 THEN NULL ELSE g % 2 END,
 			CASE WHEN g % 3 = 0 THEN NULL ELSE 48.1 + (g % 2) END, CASE WHEN g % 3 = 0 THEN NULL ELSE 11.5 END,
 			CASE WHEN g % 5 = 0 THEN '{}' WHEN g % 5 = 1 THEN '{Hooks}' WHEN g % 5 = 2 THEN '{Hooks,root_detected}' ELSE '{Debug}' END::text[]
-		FROM generate_series(1, 240) g, LATERAL (SELECT now() - g * interval '7 minutes' AS r) t`,
+		FROM generate_series(1, $1::int) g, LATERAL (SELECT now() - g * (interval '28 hours' / $1::int) AS r) t`,
 		// A user seen on d-3 only: erasing d-3 leaves no event of theirs.
 		`INSERT INTO events.events (id, received_at, occurred_at, type, app_id, device_id, device_model, manufacturer, os,
 			country, user_pseudonym, threat_types)
@@ -56,8 +56,12 @@ func fillInvestigation(tb testing.TB, pool *pgxpool.Pool) {
 		"inv_device_days": invkeys.DeviceDays, "inv_geo_daily": invkeys.Geo, "inv_threat_daily": invkeys.Threats} {
 		stmts = append(stmts, "INSERT INTO facts."+table+" "+keys+" "+rows)
 	}
-	for _, q := range stmts {
-		if _, err := pool.Exec(ctx, q); err != nil {
+	for i, q := range stmts {
+		var args []any
+		if i == 1 {
+			args = []any{n}
+		}
+		if _, err := pool.Exec(ctx, q, args...); err != nil {
 			tb.Fatalf("%s: %v", q, err)
 		}
 	}
@@ -125,7 +129,7 @@ func invOff(tb testing.TB, pool *pgxpool.Pool) map[string]int64 {
 func TestRunner_ErasesInvestigationCounts(t *testing.T) {
 	url, _ := retentiontest.Postgres(t)
 	pool := open(t, url)
-	fillInvestigation(t, pool)
+	fillInvestigation(t, pool, 240)
 	if off := invOff(t, pool); len(off) != 0 {
 		t.Fatalf("fixture: rollups off a recount before any erasure: %v", off)
 	}
