@@ -106,7 +106,12 @@ func BenchmarkInvestigation(b *testing.B) {
 		JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events.events'::regclass`).Scan(&size)
 	b.Logf("%d events generated in %v (%.0f events/s with every index), events.events %s", n, load.Round(time.Millisecond), float64(n)/load.Seconds(), size)
 	if os.Getenv("INV_BENCH_EXPLAIN") != "" {
-		for _, q := range []string{os.Getenv("INV_BENCH_EXPLAIN")} {
+		// Several queries are separated by ";;"; $1 is the first day of
+		// the last 7, $2 tomorrow.
+		for _, q := range strings.Split(os.Getenv("INV_BENCH_EXPLAIN"), ";;") {
+			q = strings.NewReplacer("$1", "'"+end.AddDate(0, 0, -6).Format("2006-01-02")+"'::date",
+				"$2", "'"+end.AddDate(0, 0, 1).Format("2006-01-02")+"'::date").Replace(q)
+			b.Log("EXPLAIN " + q)
 			rows, err := pool.Query(context.Background(), "EXPLAIN ANALYZE "+q)
 			if err != nil {
 				b.Fatal(err)
