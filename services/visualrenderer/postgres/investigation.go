@@ -264,46 +264,57 @@ var (
 	recentDevices = recency{recent: "facts.inv_device_recent", days: "facts.inv_device_days", subject: "device_id", threats: true}
 )
 
+// ambiguousLimit bounds the subjects distinct looks up one by one (see
+// there); a range with more is counted over the day table.
+var ambiguousLimit = 10_000
+
 // distinct returns the number of distinct subjects of r seen in the days of
-// [q.From, q.To) in q.AppID's scope (” all apps) with one of threats (for
-// devices; ” is any event). A subject's two most recent days say whether
-// it was seen in the range unless it was seen on two days at or after
-// q.To: then (events dated after today, or a range ending before
-// yesterday) the day table is counted instead.
+// [q.From, q.To) in q.AppID's scope (the blank app: all apps) with one of
+// threats (for devices; the blank threat is any event). A subject's two
+// most recent days say whether it was seen in the range, unless both are
+// at or after q.To: such a subject (events dated after today, or a range
+// ending before yesterday) is looked up in the day table by its key, when
+// there are at most ambiguousLimit of them; else the day table is counted.
 func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r recency, threats []string) (int64, error) {
-	scope, days, count := "app_id = $3", "($3 = '' OR app_id = $3)", "count(*)"
+	scope, days, count := "a.app_id = $3", "($3 = '' OR app_id = $3)", "count(*)"
+	same := "p." + r.subject + " = a." + r.subject
+	join := "d.app_id = p.app_id AND d." + r.subject + " = p." + r.subject
 	if r.threats {
-		scope += " AND threat = ANY($4)"
+		scope += " AND a.threat = ANY($4)"
 		days += " AND threat = ANY($4)"
+		same += " AND p.threat = a.threat"
+		join += " AND d.threat = p.threat"
 		if len(threats) > 1 {
-			count = "count(DISTINCT " + r.subject + ")"
+			count = "count(DISTINCT a." + r.subject + ")"
 		}
 	}
 	args := []any{q.From, q.To, q.AppID}
 	if r.threats {
 		args = append(args, threats)
 	}
-	var n *int64
+	var ambiguous int
 	// sql: the tables, columns and conditions are recency's constants; every value is an argument.
-	err := s.pool.QueryRow(ctx, `SELECT CASE WHEN EXISTS (SELECT 1 FROM `+r.recent+` WHERE `+scope+`
-			AND last_day >= $2 AND prev_day >= $2) THEN NULL
-		ELSE (SELECT `+count+` FROM `+r.recent+` WHERE `+scope+`
-			AND last_day >= $1 AND (last_day < $2 OR (prev_day >= $1 AND prev_day < $2))) END`, args...).Scan(&n)
-	if err != nil || n != nil {
-		return deref(n), err
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+r.recent+` a WHERE `+scope+`
+		AND a.last_day >= $1 AND a.last_day >= $2 AND a.prev_day >= $2 LIMIT `+strconv.Itoa(ambiguousLimit+1)+`) x`, args...).Scan(&ambiguous)
+	if err != nil {
+		return 0, err
 	}
-	var m int64
+	var n int64
+	if ambiguous > ambiguousLimit {
+		// sql: as above.
+		err = s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+`
+			WHERE day >= $1 AND day < $2 AND `+days, args...).Scan(&n)
+		return n, err
+	}
+	// The subject's rows in its apps (p) lead to its day rows (d), by the
+	// day table's index on (app_id, subject).
 	// sql: as above.
-	err = s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+`
-		WHERE day >= $1 AND day < $2 AND `+days, args...).Scan(&m)
-	return m, err
-}
-
-func deref(n *int64) int64 {
-	if n == nil {
-		return 0
-	}
-	return *n
+	err = s.pool.QueryRow(ctx, `SELECT `+count+` FROM `+r.recent+` a WHERE `+scope+` AND a.last_day >= $1
+		AND (a.last_day < $2 OR (a.prev_day >= $1 AND a.prev_day < $2)
+			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM `+r.recent+` p JOIN `+r.days+` d ON `+join+`
+				WHERE `+same+` AND p.app_id <> '' AND (a.app_id = '' OR p.app_id = a.app_id)
+				  AND d.day >= $1 AND d.day < $2)))`, args...).Scan(&n)
+	return n, err
 }
 
 // Map implements visualrenderer.Investigator.

@@ -100,27 +100,34 @@ func TestStore_RecentExact(t *testing.T) {
 		from := today.AddDate(0, 0, -r.IntN(12))
 		spans = append(spans, span{"Random", from, from.AddDate(0, 0, 1+r.IntN(8))})
 	}
-	for _, sp := range spans {
-		for _, app := range []string{"", "app-0", "app-1", "app-2"} {
-			q := visualrenderer.RollupQuery{AppID: app, From: sp.from, To: sp.to}
-			name := fmt.Sprintf("%s/%s..%s/app=%q", sp.name, sp.from.Format("01-02"), sp.to.Format("01-02"), app)
-			o, err := s.Overview(ctx, q)
-			if err != nil {
-				t.Fatalf("%s: Overview: %v", name, err)
-			}
-			wantUsers := count(`SELECT count(DISTINCT user_pseudonym) FROM facts.inv_daily_users
+	// Subjects whose two recent days are both at or after the range's end
+	// are looked up one by one (limit 10,000), or the day table is counted
+	// (limit 0).
+	for _, limit := range []int{10_000, 0} {
+		postgres.SetAmbiguousLimit(limit)
+		t.Cleanup(func() { postgres.SetAmbiguousLimit(10_000) })
+		for _, sp := range spans {
+			for _, app := range []string{"", "app-0", "app-1", "app-2"} {
+				q := visualrenderer.RollupQuery{AppID: app, From: sp.from, To: sp.to}
+				name := fmt.Sprintf("limit %d/%s/%s..%s/app=%q", limit, sp.name, sp.from.Format("01-02"), sp.to.Format("01-02"), app)
+				o, err := s.Overview(ctx, q)
+				if err != nil {
+					t.Fatalf("%s: Overview: %v", name, err)
+				}
+				wantUsers := count(`SELECT count(DISTINCT user_pseudonym) FROM facts.inv_daily_users
 				WHERE day >= $1 AND day < $2 AND ($3 = '' OR app_id = $3)`, sp.from, sp.to, app)
-			wantDevices := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
+				wantDevices := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
 				WHERE day >= $1 AND day < $2 AND threat = '' AND ($3 = '' OR app_id = $3)`, sp.from, sp.to, app)
-			if o.Users != wantUsers || o.Devices != wantDevices {
-				t.Errorf("%s: Overview users %d devices %d, want %d and %d (count DISTINCT)", name, o.Users, o.Devices, wantUsers, wantDevices)
-			}
-			for _, sel := range [][]string{{"Hooks"}, {"Debug", "Malware"}} {
-				got, err := postgres.DistinctDevices(ctx, s, q, sel)
-				want := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
+				if o.Users != wantUsers || o.Devices != wantDevices {
+					t.Errorf("%s: Overview users %d devices %d, want %d and %d (count DISTINCT)", name, o.Users, o.Devices, wantUsers, wantDevices)
+				}
+				for _, sel := range [][]string{{"Hooks"}, {"Debug", "Malware"}} {
+					got, err := postgres.DistinctDevices(ctx, s, q, sel)
+					want := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
 					WHERE day >= $1 AND day < $2 AND threat = ANY($4) AND ($3 = '' OR app_id = $3)`, sp.from, sp.to, app, sel)
-				if err != nil || got != want {
-					t.Errorf("%s: devices with %v = %d, %v; want %d", name, sel, got, err, want)
+					if err != nil || got != want {
+						t.Errorf("%s: devices with %v = %d, %v; want %d", name, sel, got, err, want)
+					}
 				}
 			}
 		}
