@@ -87,7 +87,8 @@ SELECT count(*), count(*) FILTER (WHERE n <= 0) FROM u`, c.rows, c.table, keys, 
 // (inv_daily_users, inv_device_days) that the erased events made and that
 // no remaining event of the app makes any more: the keys of the erased
 // events (gone) less the keys of the remaining events of the same users
-// or devices over the same days (kept), both by invkeys. A device erasure
+// or devices over the same days (kept), both by invkeys; "<> ''" lets the
+// planner use events_by_user, a partial index. A device erasure
 // rechecks its users' days, a user erasure its devices' days; the
 // subject's own rows go whole in EraseDeviceDays and EraseDailyUsers.
 // $1 is the app. %[1]s is the invkeys select, %[2]s the table, %[3]s the
@@ -95,7 +96,7 @@ SELECT count(*), count(*) FILTER (WHERE n <= 0) FROM u`, c.rows, c.table, keys, 
 const invRecheckSQL = `WITH ` + `%[5]s, gone AS (%[1]s),
 rest AS (
 	SELECT ` + invkeys.Columns + ` FROM events.events
-	WHERE app_id = $1 AND %[3]s IN (SELECT %[3]s FROM gone)
+	WHERE app_id = $1 AND %[3]s <> '' AND %[3]s IN (SELECT %[3]s FROM gone)
 	  AND occurred_at >= (SELECT min(day) FROM gone)::timestamp AT TIME ZONE 'UTC'
 	  AND occurred_at < ((SELECT max(day) FROM gone) + 1)::timestamp AT TIME ZONE 'UTC'
 ), kept AS (
