@@ -31,6 +31,20 @@ CREATE TABLE facts.inv_device_recent (
 );
 CREATE INDEX inv_device_recent_by_day ON facts.inv_device_recent (app_id, threat, last_day) INCLUDE (prev_day);
 
+-- inv_place_recent: the same for the map's places of any event (threat
+-- ''): place is 'c:' and the country, or 'g:' and the grid cell ("lat,lon";
+-- none without a location), so the map's devices per country and per cell
+-- (K-anonymity) are counts of rows too.
+CREATE TABLE facts.inv_place_recent (
+    device_id text NOT NULL,
+    place     text NOT NULL,
+    app_id    text NOT NULL,
+    last_day  date NOT NULL,
+    prev_day  date CHECK (prev_day < last_day),
+    PRIMARY KEY (device_id, place, app_id)
+);
+CREATE INDEX inv_place_recent_by_day ON facts.inv_place_recent (app_id, last_day) INCLUDE (prev_day, place);
+
 CREATE TABLE facts.inv_user_recent (
     user_pseudonym text NOT NULL,
     app_id         text NOT NULL,
@@ -51,6 +65,17 @@ CREATE TABLE facts.inv_threat_daily_all (
     key    text   NOT NULL,
     count  bigint NOT NULL,
     PRIMARY KEY (day, threat, dim, key)
+);
+
+-- inv_geo_daily_all: facts.inv_geo_daily summed over all apps (the map's
+-- event counts over all apps), kept the same way.
+CREATE TABLE facts.inv_geo_daily_all (
+    day     date    NOT NULL,
+    threat  text    NOT NULL,
+    country char(2) NOT NULL,
+    cell    text    NOT NULL,
+    events  bigint  NOT NULL,
+    PRIMARY KEY (day, threat, country, cell)
 );
 
 -- inv_second_day is the greatest of a, b, c, d below top (NULL if none):
@@ -94,6 +119,19 @@ BEGIN
         prev_day = facts.inv_second_day(greatest(r.last_day, EXCLUDED.last_day), r.last_day, r.prev_day, EXCLUDED.last_day, EXCLUDED.prev_day)
     WHERE EXCLUDED.last_day > r.last_day
        OR facts.inv_second_day(r.last_day, EXCLUDED.last_day, EXCLUDED.prev_day, NULL, NULL) > coalesce(r.prev_day, '-infinity');
+    INSERT INTO facts.inv_place_recent AS r (device_id, place, app_id, last_day, prev_day)
+    SELECT device_id, place, app, days[1], days[2]
+    FROM (SELECT n.device_id, p.place, a.app, (array_agg(DISTINCT n.day ORDER BY n.day DESC))[1:2] AS days
+          FROM inv_new n CROSS JOIN LATERAL (VALUES (n.app_id), ('')) AS a(app)
+              CROSS JOIN LATERAL (VALUES ('c:' || n.country), ('g:' || nullif(n.cell, ''))) AS p(place)
+          WHERE n.threat = '' AND p.place IS NOT NULL
+          GROUP BY 1, 2, 3) x
+    ORDER BY 1, 2, 3
+    ON CONFLICT (device_id, place, app_id) DO UPDATE SET
+        last_day = greatest(r.last_day, EXCLUDED.last_day),
+        prev_day = facts.inv_second_day(greatest(r.last_day, EXCLUDED.last_day), r.last_day, r.prev_day, EXCLUDED.last_day, EXCLUDED.prev_day)
+    WHERE EXCLUDED.last_day > r.last_day
+       OR facts.inv_second_day(r.last_day, EXCLUDED.last_day, EXCLUDED.prev_day, NULL, NULL) > coalesce(r.prev_day, '-infinity');
     RETURN NULL;
 END
 $$;
@@ -132,6 +170,41 @@ BEGIN
     UPDATE facts.inv_device_recent r SET last_day = f.days[1], prev_day = f.days[2]
     FROM fresh f
     WHERE f.days IS NOT NULL AND r.device_id = f.device_id AND r.threat = f.threat AND r.app_id = '';
+    -- Their places, the same way.
+    WITH gone AS (
+        SELECT DISTINCT o.device_id, p.place, o.app_id, o.country, o.cell FROM inv_old o
+        CROSS JOIN LATERAL (VALUES ('c:' || o.country), ('g:' || nullif(o.cell, ''))) AS p(place)
+        WHERE o.threat = '' AND p.place IS NOT NULL
+    ), fresh AS (
+        SELECT g.device_id, g.place, g.app_id,
+            (SELECT (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] FROM facts.inv_device_days d
+              WHERE d.app_id = g.app_id AND d.device_id = g.device_id AND d.threat = ''
+                AND CASE WHEN g.place LIKE 'c:%' THEN d.country = g.country ELSE d.cell = g.cell END) AS days
+        FROM gone g
+    ), del AS (
+        DELETE FROM facts.inv_place_recent r USING fresh f
+        WHERE f.days IS NULL AND r.device_id = f.device_id AND r.place = f.place AND r.app_id = f.app_id
+    )
+    UPDATE facts.inv_place_recent r SET last_day = f.days[1], prev_day = f.days[2]
+    FROM fresh f
+    WHERE f.days IS NOT NULL AND r.device_id = f.device_id AND r.place = f.place AND r.app_id = f.app_id;
+    WITH gone AS (
+        SELECT DISTINCT o.device_id, p.place FROM inv_old o
+        CROSS JOIN LATERAL (VALUES ('c:' || o.country), ('g:' || nullif(o.cell, ''))) AS p(place)
+        WHERE o.threat = '' AND p.place IS NOT NULL
+    ), fresh AS (
+        SELECT g.device_id, g.place,
+            (SELECT (array_agg(DISTINCT v.day ORDER BY v.day DESC))[1:2] FROM facts.inv_place_recent r
+               CROSS JOIN LATERAL (VALUES (r.last_day), (r.prev_day)) AS v(day)
+              WHERE r.device_id = g.device_id AND r.place = g.place AND r.app_id <> '' AND v.day IS NOT NULL) AS days
+        FROM gone g
+    ), del AS (
+        DELETE FROM facts.inv_place_recent r USING fresh f
+        WHERE f.days IS NULL AND r.device_id = f.device_id AND r.place = f.place AND r.app_id = ''
+    )
+    UPDATE facts.inv_place_recent r SET last_day = f.days[1], prev_day = f.days[2]
+    FROM fresh f
+    WHERE f.days IS NOT NULL AND r.device_id = f.device_id AND r.place = f.place AND r.app_id = '';
     RETURN NULL;
 END
 $$;
@@ -212,11 +285,34 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE FUNCTION facts.inv_geo_daily_all_apply() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO facts.inv_geo_daily_all AS r (day, threat, country, cell, events)
+        SELECT day, threat, country, cell, sum(events) FROM inv_new GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (day, threat, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events;
+    ELSIF TG_OP = 'UPDATE' THEN
+        INSERT INTO facts.inv_geo_daily_all AS r (day, threat, country, cell, events)
+        SELECT day, threat, country, cell, sum(events) FROM (
+            SELECT day, threat, country, cell, events FROM inv_new
+            UNION ALL
+            SELECT day, threat, country, cell, -events FROM inv_old) x
+        GROUP BY 1, 2, 3, 4 HAVING sum(events) <> 0 ORDER BY 1, 2, 3, 4
+        ON CONFLICT (day, threat, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events;
+    ELSE
+        UPDATE facts.inv_geo_daily_all r SET events = r.events - x.events
+        FROM (SELECT day, threat, country, cell, sum(events) AS events FROM inv_old GROUP BY 1, 2, 3, 4) x
+        WHERE r.day = x.day AND r.threat = x.threat AND r.country = x.country AND r.cell = x.cell;
+    END IF;
+    RETURN NULL;
+END
+$$;
 -- +goose StatementEnd
 
 -- Writers wait while the tables are filled from what the day tables hold
 -- and the triggers are made, so no row is missed or counted twice.
-LOCK TABLE facts.inv_device_days, facts.inv_daily_users, facts.inv_threat_daily IN SHARE ROW EXCLUSIVE MODE;
+LOCK TABLE facts.inv_device_days, facts.inv_daily_users, facts.inv_threat_daily, facts.inv_geo_daily IN SHARE ROW EXCLUSIVE MODE;
 INSERT INTO facts.inv_device_recent (device_id, threat, app_id, last_day, prev_day)
 SELECT device_id, threat, app, days[1], days[2]
 FROM (SELECT device_id, threat, a.app, (array_agg(DISTINCT day ORDER BY day DESC))[1:2] AS days
@@ -227,8 +323,17 @@ SELECT user_pseudonym, app, days[1], days[2]
 FROM (SELECT user_pseudonym, a.app, (array_agg(DISTINCT day ORDER BY day DESC))[1:2] AS days
       FROM facts.inv_daily_users CROSS JOIN LATERAL (VALUES (app_id), ('')) AS a(app)
       GROUP BY 1, 2) x;
+INSERT INTO facts.inv_place_recent (device_id, place, app_id, last_day, prev_day)
+SELECT device_id, place, app, days[1], days[2]
+FROM (SELECT device_id, p.place, a.app, (array_agg(DISTINCT day ORDER BY day DESC))[1:2] AS days
+      FROM facts.inv_device_days CROSS JOIN LATERAL (VALUES (app_id), ('')) AS a(app)
+          CROSS JOIN LATERAL (VALUES ('c:' || country), ('g:' || nullif(cell, ''))) AS p(place)
+      WHERE threat = '' AND p.place IS NOT NULL
+      GROUP BY 1, 2, 3) x;
 INSERT INTO facts.inv_threat_daily_all (day, threat, dim, key, count)
 SELECT day, threat, dim, key, sum(count) FROM facts.inv_threat_daily GROUP BY 1, 2, 3, 4;
+INSERT INTO facts.inv_geo_daily_all (day, threat, country, cell, events)
+SELECT day, threat, country, cell, sum(events) FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4;
 
 CREATE TRIGGER inv_device_recent_add AFTER INSERT ON facts.inv_device_days
     REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_device_recent_add();
@@ -244,19 +349,27 @@ CREATE TRIGGER inv_threat_daily_all_update AFTER UPDATE ON facts.inv_threat_dail
     REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_threat_daily_all_apply();
 CREATE TRIGGER inv_threat_daily_all_delete AFTER DELETE ON facts.inv_threat_daily
     REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_threat_daily_all_apply();
+CREATE TRIGGER inv_geo_daily_all_insert AFTER INSERT ON facts.inv_geo_daily
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
+CREATE TRIGGER inv_geo_daily_all_update AFTER UPDATE ON facts.inv_geo_daily
+    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
+CREATE TRIGGER inv_geo_daily_all_delete AFTER DELETE ON facts.inv_geo_daily
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
 
 -- +goose StatementBegin
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_processor') THEN
-        GRANT SELECT, INSERT, UPDATE ON facts.inv_device_recent, facts.inv_user_recent,
-            facts.inv_threat_daily_all TO threatview_processor;
+        GRANT SELECT, INSERT, UPDATE ON facts.inv_device_recent, facts.inv_user_recent, facts.inv_place_recent,
+            facts.inv_threat_daily_all, facts.inv_geo_daily_all TO threatview_processor;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_privacy') THEN
-        GRANT SELECT, INSERT, UPDATE, DELETE ON facts.inv_device_recent, facts.inv_user_recent TO threatview_privacy;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON facts.inv_device_recent, facts.inv_user_recent, facts.inv_place_recent TO threatview_privacy;
+        GRANT SELECT, INSERT, UPDATE ON facts.inv_threat_daily_all, facts.inv_geo_daily_all TO threatview_privacy;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
-        GRANT SELECT ON facts.inv_device_recent, facts.inv_user_recent, facts.inv_threat_daily_all TO threatview_ro;
+        GRANT SELECT ON facts.inv_device_recent, facts.inv_user_recent, facts.inv_place_recent,
+            facts.inv_threat_daily_all, facts.inv_geo_daily_all TO threatview_ro;
     END IF;
 END
 $$;
@@ -264,6 +377,9 @@ $$;
 
 -- +goose Down
 DROP INDEX events.events_multi_threat_by_time, events.events_by_first_threat;
+DROP TRIGGER inv_geo_daily_all_delete ON facts.inv_geo_daily;
+DROP TRIGGER inv_geo_daily_all_update ON facts.inv_geo_daily;
+DROP TRIGGER inv_geo_daily_all_insert ON facts.inv_geo_daily;
 DROP TRIGGER inv_threat_daily_all_delete ON facts.inv_threat_daily;
 DROP TRIGGER inv_threat_daily_all_update ON facts.inv_threat_daily;
 DROP TRIGGER inv_threat_daily_all_insert ON facts.inv_threat_daily;
@@ -271,7 +387,8 @@ DROP TRIGGER inv_user_recent_forget ON facts.inv_daily_users;
 DROP TRIGGER inv_user_recent_add ON facts.inv_daily_users;
 DROP TRIGGER inv_device_recent_forget ON facts.inv_device_days;
 DROP TRIGGER inv_device_recent_add ON facts.inv_device_days;
-DROP FUNCTION facts.inv_threat_daily_all_apply(), facts.inv_user_recent_forget(), facts.inv_user_recent_add(),
+DROP FUNCTION facts.inv_geo_daily_all_apply(), facts.inv_threat_daily_all_apply(), facts.inv_user_recent_forget(), facts.inv_user_recent_add(),
     facts.inv_device_recent_forget(), facts.inv_device_recent_add();
 DROP FUNCTION facts.inv_second_day(date, date, date, date, date);
-DROP TABLE facts.inv_threat_daily_all, facts.inv_user_recent, facts.inv_device_recent;
+DROP TABLE facts.inv_geo_daily_all, facts.inv_threat_daily_all, facts.inv_user_recent, facts.inv_place_recent,
+    facts.inv_device_recent;

@@ -15,9 +15,10 @@ import (
 // TestStore_WriteBatch_InvRecent writes batches of events over ten days
 // (devices and users in several apps, some days ahead, batches redelivered,
 // two apps' writers at once) and checks the tables of migration events
-// 000015 that the day tables' triggers keep: each device's and user's two
-// most recent days, per app and over all apps, are the day tables' top two,
-// and the all-apps threat summary is inv_threat_daily summed over apps.
+// 000015 that the day tables' triggers keep: each device's, user's and
+// device place's two most recent days, per app and over all apps, are the
+// day tables' top two, and the all-apps threat and geo summaries are
+// inv_threat_daily's and inv_geo_daily's sums over apps.
 func TestStore_WriteBatch_InvRecent(t *testing.T) {
 	s, pool := mustStore(t)
 	ctx := context.Background()
@@ -70,6 +71,18 @@ func TestStore_WriteBatch_InvRecent(t *testing.T) {
 			SELECT count(*) FROM want w FULL JOIN facts.inv_user_recent r
 				ON r.user_pseudonym = w.user_pseudonym AND r.app_id = w.app
 			WHERE w.days[1] IS DISTINCT FROM r.last_day OR w.days[2] IS DISTINCT FROM r.prev_day`},
+		{"places", `WITH want AS (
+				SELECT device_id, p.place, a.app, (array_agg(DISTINCT day ORDER BY day DESC))[1:2] AS days
+				FROM facts.inv_device_days CROSS JOIN LATERAL (VALUES (app_id), ('')) AS a(app)
+					CROSS JOIN LATERAL (VALUES ('c:' || country), ('g:' || nullif(cell, ''))) AS p(place)
+				WHERE threat = '' AND p.place IS NOT NULL GROUP BY 1, 2, 3)
+			SELECT count(*) FROM want w FULL JOIN facts.inv_place_recent r
+				ON r.device_id = w.device_id AND r.place = w.place AND r.app_id = w.app
+			WHERE w.days[1] IS DISTINCT FROM r.last_day OR w.days[2] IS DISTINCT FROM r.prev_day`},
+		{"geo over all apps", `SELECT count(*) FROM (
+				SELECT day, threat, country, cell, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4) a
+			FULL JOIN facts.inv_geo_daily_all b USING (day, threat, country, cell)
+			WHERE a.events IS DISTINCT FROM b.events`},
 		{"threats over all apps", `SELECT count(*) FROM (
 				SELECT day, threat, dim, key, sum(count) AS count FROM facts.inv_threat_daily GROUP BY 1, 2, 3, 4) a
 			FULL JOIN facts.inv_threat_daily_all b USING (day, threat, dim, key)

@@ -317,16 +317,39 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 	return n, err
 }
 
-// Map implements visualrenderer.Investigator.
+// Map implements visualrenderer.Investigator. Over all apps the events come
+// from the summary over apps; for any event (no threat) the devices per
+// country and per cell come from the places' recency table
+// (migration events 000015), as distinct does for the overview.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
+	geo, app := "facts.inv_geo_daily", "app_id = $4"
+	if q.AppID == "" {
+		geo, app = "facts.inv_geo_daily_all", "$4 = ''"
+	}
+	byCountry := `SELECT country, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1`
+	byCell := `SELECT cell, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4)
+			GROUP BY 1 HAVING count(DISTINCT device_id) >= $5`
+	if q.Threat == "" {
+		var ambiguous int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM facts.inv_place_recent
+			WHERE app_id = $3 AND last_day >= $1 AND last_day >= $2 AND prev_day >= $2 LIMIT `+strconv.Itoa(ambiguousLimit+1)+`) x`,
+			q.From, q.To, q.AppID).Scan(&ambiguous); err != nil {
+			return m, unavailable("map", err)
+		}
+		if ambiguous <= ambiguousLimit {
+			byCountry = `SELECT substr(place, 3)::char(2) AS country, count(*) AS devices FROM (` + placesSeen("c") + `) x GROUP BY 1`
+			byCell = `SELECT substr(place, 3) AS cell, count(*) AS devices FROM (` + placesSeen("g") + `) x
+				GROUP BY 1 HAVING count(*) >= $5`
+		}
+	}
+	// sql: geo, app, byCountry and byCell are the constants above; every value is an argument.
 	rows, err := s.pool.Query(ctx, `WITH ev AS (
-			SELECT country, sum(events) AS events FROM facts.inv_geo_daily
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1
-		), dev AS (
-			SELECT country, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1
-		)
+			SELECT country, sum(events) AS events FROM `+geo+`
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND `+app+` GROUP BY 1
+		), dev AS (`+byCountry+`)
 		SELECT ev.country::text, ev.events, coalesce(dev.devices, 0) FROM ev LEFT JOIN dev USING (country)
 		ORDER BY 2 DESC, 1`, q.From, q.To, q.Threat, q.AppID)
 	if err != nil {
@@ -342,13 +365,10 @@ func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualre
 	}
 	rows.Close()
 	// A cell is shown only when at least K distinct devices were in it.
-	rows, err = s.pool.Query(ctx, `WITH dev AS (
-			SELECT cell, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4)
-			GROUP BY 1 HAVING count(DISTINCT device_id) >= $5
-		), ev AS (
-			SELECT cell, sum(events) AS events FROM facts.inv_geo_daily
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell IN (SELECT cell FROM dev) AND ($4 = '' OR app_id = $4) GROUP BY 1
+	// sql: as above.
+	rows, err = s.pool.Query(ctx, `WITH dev AS (`+byCell+`), ev AS (
+			SELECT cell, sum(events) AS events FROM `+geo+`
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell IN (SELECT cell FROM dev) AND `+app+` GROUP BY 1
 		)
 		SELECT dev.cell, coalesce(ev.events, 0), dev.devices FROM dev LEFT JOIN ev USING (cell) ORDER BY 2 DESC, 1`,
 		q.From, q.To, q.Threat, q.AppID, q.K)
@@ -449,6 +469,22 @@ func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, 
 	}
 	sort.Slice(r.Series, func(i, j int) bool { return r.Series[i].T.Before(r.Series[j].T) })
 	return r, nil
+}
+
+// placesSeen selects the places of one kind ("c" countries, "g" cells)
+// of the devices of scope $4 seen in the days of [$1, $2), one row per
+// device and place, as distinct counts subjects: a device whose two recent
+// days in the place are both at or after $2 is looked up in the day table.
+// $3 is the blank threat (any event).
+func placesSeen(kind string) string {
+	return `SELECT a.place FROM facts.inv_place_recent a
+		WHERE a.app_id = $4 AND $3 = '' AND a.last_day >= $1 AND a.place LIKE '` + kind + `:%'
+		  AND (a.last_day < $2 OR (a.prev_day >= $1 AND a.prev_day < $2)
+			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM facts.inv_place_recent p JOIN facts.inv_device_days d
+				ON d.app_id = p.app_id AND d.device_id = p.device_id AND d.threat = ''
+				WHERE p.device_id = a.device_id AND p.place = a.place AND p.app_id <> '' AND (a.app_id = '' OR p.app_id = a.app_id)
+				  AND CASE WHEN a.place LIKE 'c:%' THEN 'c:' || d.country ELSE 'g:' || d.cell END = a.place
+				  AND d.day >= $1 AND d.day < $2)))`
 }
 
 // sorted lists m largest first (then by key).

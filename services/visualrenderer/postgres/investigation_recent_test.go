@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -16,8 +17,9 @@ import (
 // days after today, erasures of devices and users, old days deleted) and
 // checks the fast distinct counts (recency tables, migration events 000015)
 // against count(DISTINCT) over the day tables for ranges ending today,
-// yesterday and arbitrary ones, per app and over all apps, and the all-apps
-// threat summary against the sum over apps.
+// yesterday and arbitrary ones, per app and over all apps (the overview's,
+// the threat report's and the map's devices), and the all-apps threat and
+// geo summaries against the sums over apps.
 func TestStore_RecentExact(t *testing.T) {
 	url, pool := rtest.MustEventsDB(t)
 	s, err := postgres.Open(context.Background(), url, 2)
@@ -65,6 +67,10 @@ func TestStore_RecentExact(t *testing.T) {
 			SELECT d, a, coalesce(nullif(t, ''), 'Hooks'), m, k, sum(c) FROM unnest($1::date[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS x(d, a, t, m, k, c)
 			GROUP BY 1, 2, 3, 4, 5 ON CONFLICT (day, threat, dim, app_id, key) DO UPDATE SET count = r.count + EXCLUDED.count`,
 			days, apps, thr, dims, keys, counts)
+		exec(`INSERT INTO facts.inv_geo_daily AS r (day, app_id, threat, country, cell, events)
+			SELECT d, a, t, k, m, sum(c) FROM unnest($1::date[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS x(d, a, t, k, m, c)
+			GROUP BY 1, 2, 3, 4, 5 ON CONFLICT (day, threat, app_id, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events`,
+			days, apps, thr, keys, dims, counts)
 		switch batch {
 		case 4: // an erasure of a device in one app, of a user in another
 			exec(`DELETE FROM facts.inv_device_days WHERE app_id = 'app-1' AND device_id = ANY('{dev-1,dev-2,dev-3}')`)
@@ -75,6 +81,8 @@ func TestStore_RecentExact(t *testing.T) {
 			exec(`DELETE FROM facts.inv_device_days WHERE device_id = 'dev-7'`)
 			exec(`DELETE FROM facts.inv_daily_users WHERE day < $1`, today.AddDate(0, 0, -6))
 			exec(`DELETE FROM facts.inv_threat_daily WHERE key = 'k0'`)
+			exec(`DELETE FROM facts.inv_geo_daily WHERE country = 'k1'`)
+			exec(`UPDATE facts.inv_geo_daily SET events = events + 1 WHERE cell = 'os'`)
 		}
 	}
 
@@ -121,6 +129,14 @@ func TestStore_RecentExact(t *testing.T) {
 				if o.Users != wantUsers || o.Devices != wantDevices {
 					t.Errorf("%s: Overview users %d devices %d, want %d and %d (count DISTINCT)", name, o.Users, o.Devices, wantUsers, wantDevices)
 				}
+				q.K = 2
+				postgres.SetAmbiguousLimit(-1) // the map over the day tables
+				want, err := s.Map(ctx, q)
+				postgres.SetAmbiguousLimit(limit)
+				got, err2 := s.Map(ctx, q)
+				if err != nil || err2 != nil || !reflect.DeepEqual(got, want) {
+					t.Errorf("%s: Map = %+v, %v; over the day tables %+v, %v", name, got, err2, want, err)
+				}
 				for _, sel := range [][]string{{"Hooks"}, {"Debug", "Malware"}} {
 					got, err := postgres.DistinctDevices(ctx, s, q, sel)
 					want := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
@@ -137,5 +153,11 @@ func TestStore_RecentExact(t *testing.T) {
 		) a FULL JOIN facts.inv_threat_daily_all b USING (day, threat, dim, key)
 		WHERE a.count IS DISTINCT FROM b.count AND coalesce(a.count, b.count) <> 0`); n != 0 {
 		t.Errorf("%d keys of inv_threat_daily_all differ from inv_threat_daily summed over apps", n)
+	}
+	if n := count(`SELECT count(*) FROM (
+			SELECT day, threat, country, cell, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4
+		) a FULL JOIN facts.inv_geo_daily_all b USING (day, threat, country, cell)
+		WHERE a.events IS DISTINCT FROM b.events AND coalesce(a.events, b.events) <> 0`); n != 0 {
+		t.Errorf("%d keys of inv_geo_daily_all differ from inv_geo_daily summed over apps", n)
 	}
 }
