@@ -80,7 +80,13 @@ u AS (UPDATE facts.%[2]s t SET %[5]s FROM d WHERE %[4]s AND (SELECT count(*) FRO
 SELECT count(*), count(*) FILTER (WHERE n <= 0) FROM u`, c.rows, c.table, keys, on, set, c.counts[0])},
 			invStatement{false, fmt.Sprintf(with+`DELETE FROM facts.%[2]s t USING d WHERE %[3]s AND t.%[4]s <= 0`, c.rows, c.table, on, c.counts[0])})
 	}
-	return out
+	// inv_threat_daily's triggers (migration 000015) carry the decrement
+	// into the all-apps summary but keep its rows at zero, which a report
+	// over all apps would list as keys counted 0: those of the erased
+	// events' keys go too. They are rows this transaction's trigger
+	// updated, so the removal takes no new lock.
+	return append(out, invStatement{false, fmt.Sprintf(with+`DELETE FROM facts.inv_threat_daily_all t USING d
+WHERE t.day = d.day AND t.threat = d.threat AND t.dim = d.dim AND t.key = d.key AND t.count <= 0`, invkeys.Threats)})
 }()
 
 // invRecheckSQL removes the rows of the distinct investigation rollups

@@ -95,6 +95,12 @@ var invRecount = map[string]struct{ want, have string }{
 		        ('hour', lpad(extract(hour FROM occurred_at AT TIME ZONE 'UTC')::text, 2, '0'))) AS d(dim, key)
 		  GROUP BY 1, 2, 3, 4, 5`,
 		`SELECT day, app_id, threat, dim, key, count FROM facts.inv_threat_daily`},
+	// The all-apps threat summary (migration 000015's triggers follow
+	// inv_threat_daily's every change, the erasure's too), without rows at
+	// zero, which a report over all apps would list.
+	"inv_threat_daily_all": {
+		`SELECT day, threat, dim, key, sum(count) FROM facts.inv_threat_daily GROUP BY 1, 2, 3, 4`,
+		`SELECT day, threat, dim, key, count FROM facts.inv_threat_daily_all`},
 }
 
 // invOff returns, per investigation rollup, how many rows differ from a
