@@ -260,51 +260,25 @@ BEGIN
     RETURN NULL;
 END
 $$;
--- inv_threat_daily_all follows inv_threat_daily's every change: inserted
--- rows add, updated rows add new minus old, deleted rows subtract.
-CREATE FUNCTION facts.inv_threat_daily_all_apply() RETURNS trigger
+-- inv_sum_over_apps keeps a summary over apps (TG_ARGV[0]) of the table
+-- it is a trigger of, whose key columns are TG_ARGV[1] (without app_id)
+-- and whose count column is TG_ARGV[2]: inserted rows add, updated rows
+-- add new minus old, deleted rows subtract. The arguments are the
+-- constants of the CREATE TRIGGER statements below.
+CREATE FUNCTION facts.inv_sum_over_apps() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    target text := TG_ARGV[0];
+    keys   text := TG_ARGV[1];
+    n      text := TG_ARGV[2];
+    src    text := CASE TG_OP
+        WHEN 'INSERT' THEN format('SELECT %s, %I AS n FROM inv_new', keys, n)
+        WHEN 'UPDATE' THEN format('SELECT %s, %I AS n FROM inv_new UNION ALL SELECT %s, -%I FROM inv_old', keys, n, keys, n)
+        ELSE format('SELECT %s, -%I AS n FROM inv_old', keys, n) END;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO facts.inv_threat_daily_all AS r (day, threat, dim, key, count)
-        SELECT day, threat, dim, key, sum(count) FROM inv_new GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-        ON CONFLICT (day, threat, dim, key) DO UPDATE SET count = r.count + EXCLUDED.count;
-    ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO facts.inv_threat_daily_all AS r (day, threat, dim, key, count)
-        SELECT day, threat, dim, key, sum(count) FROM (
-            SELECT day, threat, dim, key, count FROM inv_new
-            UNION ALL
-            SELECT day, threat, dim, key, -count FROM inv_old) x
-        GROUP BY 1, 2, 3, 4 HAVING sum(count) <> 0 ORDER BY 1, 2, 3, 4
-        ON CONFLICT (day, threat, dim, key) DO UPDATE SET count = r.count + EXCLUDED.count;
-    ELSE
-        UPDATE facts.inv_threat_daily_all r SET count = r.count - x.count
-        FROM (SELECT day, threat, dim, key, sum(count) AS count FROM inv_old GROUP BY 1, 2, 3, 4) x
-        WHERE r.day = x.day AND r.threat = x.threat AND r.dim = x.dim AND r.key = x.key;
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE FUNCTION facts.inv_geo_daily_all_apply() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO facts.inv_geo_daily_all AS r (day, threat, country, cell, events)
-        SELECT day, threat, country, cell, sum(events) FROM inv_new GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
-        ON CONFLICT (day, threat, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events;
-    ELSIF TG_OP = 'UPDATE' THEN
-        INSERT INTO facts.inv_geo_daily_all AS r (day, threat, country, cell, events)
-        SELECT day, threat, country, cell, sum(events) FROM (
-            SELECT day, threat, country, cell, events FROM inv_new
-            UNION ALL
-            SELECT day, threat, country, cell, -events FROM inv_old) x
-        GROUP BY 1, 2, 3, 4 HAVING sum(events) <> 0 ORDER BY 1, 2, 3, 4
-        ON CONFLICT (day, threat, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events;
-    ELSE
-        UPDATE facts.inv_geo_daily_all r SET events = r.events - x.events
-        FROM (SELECT day, threat, country, cell, sum(events) AS events FROM inv_old GROUP BY 1, 2, 3, 4) x
-        WHERE r.day = x.day AND r.threat = x.threat AND r.country = x.country AND r.cell = x.cell;
-    END IF;
+    EXECUTE format('INSERT INTO %s AS r (%s, %I) SELECT %s, sum(n) FROM (%s) x GROUP BY %s HAVING sum(n) <> 0 ORDER BY %s
+        ON CONFLICT (%s) DO UPDATE SET %I = r.%I + EXCLUDED.%I',
+        target, keys, n, keys, src, keys, keys, keys, n, n, n);
     RETURN NULL;
 END
 $$;
@@ -344,17 +318,23 @@ CREATE TRIGGER inv_user_recent_add AFTER INSERT ON facts.inv_daily_users
 CREATE TRIGGER inv_user_recent_forget AFTER DELETE ON facts.inv_daily_users
     REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_user_recent_forget();
 CREATE TRIGGER inv_threat_daily_all_insert AFTER INSERT ON facts.inv_threat_daily
-    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_threat_daily_all_apply();
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_threat_daily_all', 'day, threat, dim, key', 'count');
 CREATE TRIGGER inv_threat_daily_all_update AFTER UPDATE ON facts.inv_threat_daily
-    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_threat_daily_all_apply();
+    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_threat_daily_all', 'day, threat, dim, key', 'count');
 CREATE TRIGGER inv_threat_daily_all_delete AFTER DELETE ON facts.inv_threat_daily
-    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_threat_daily_all_apply();
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_threat_daily_all', 'day, threat, dim, key', 'count');
 CREATE TRIGGER inv_geo_daily_all_insert AFTER INSERT ON facts.inv_geo_daily
-    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_daily_all', 'day, threat, country, cell', 'events');
 CREATE TRIGGER inv_geo_daily_all_update AFTER UPDATE ON facts.inv_geo_daily
-    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
+    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_daily_all', 'day, threat, country, cell', 'events');
 CREATE TRIGGER inv_geo_daily_all_delete AFTER DELETE ON facts.inv_geo_daily
-    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_daily_all_apply();
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_daily_all', 'day, threat, country, cell', 'events');
 
 -- +goose StatementBegin
 DO $$
@@ -387,7 +367,7 @@ DROP TRIGGER inv_user_recent_forget ON facts.inv_daily_users;
 DROP TRIGGER inv_user_recent_add ON facts.inv_daily_users;
 DROP TRIGGER inv_device_recent_forget ON facts.inv_device_days;
 DROP TRIGGER inv_device_recent_add ON facts.inv_device_days;
-DROP FUNCTION facts.inv_geo_daily_all_apply(), facts.inv_threat_daily_all_apply(), facts.inv_user_recent_forget(), facts.inv_user_recent_add(),
+DROP FUNCTION facts.inv_sum_over_apps(), facts.inv_user_recent_forget(), facts.inv_user_recent_add(),
     facts.inv_device_recent_forget(), facts.inv_device_recent_add();
 DROP FUNCTION facts.inv_second_day(date, date, date, date, date);
 DROP TABLE facts.inv_geo_daily_all, facts.inv_threat_daily_all, facts.inv_user_recent, facts.inv_place_recent,
