@@ -3,7 +3,8 @@
 // collector and processor, and each is found back, exactly, through the
 // renderer's search, timelines, overview, map and threat report; the raw
 // user ids and the fine locations are then looked for in every store and
-// log, and must be nowhere.
+// log, and must be nowhere; a device and a user erased through the
+// privacy service are then gone from every one of those reads.
 package investigation
 
 import (
@@ -214,6 +215,98 @@ func TestInvestigation_EndToEnd(t *testing.T) {
 			rep.ByOSVersion[0].Key != "android 14.2" || rep.ByOSVersion[0].Count != 2 || len(rep.Series) != 1 || rep.Series[0].Count != 2 {
 			t.Errorf("report = %+v, want 2 events of 1 device on android 14.2", rep)
 		}
+	})
+
+	// Erased through the privacy service, device 1 (its two Hooks events)
+	// and then user 6 (device 6's one network.info event) are gone from
+	// every read: the numbers are those of the events that remain, exactly.
+	t.Run("Erasure", func(t *testing.T) {
+		privacyURL := testenv.MustEnv(t, "THREATVIEW_PRIVACY_URL")
+		erase := func(subject map[string]any) {
+			t.Helper()
+			subject["app_id"] = app.ID
+			b, _ := json.Marshal(subject)
+			r := e2etest.Do(t, http.MethodPost, privacyURL+"/v1/erasures", env.AdminKey, b, map[string]string{"Content-Type": "application/json"})
+			var e struct{ ID, Status, Error string }
+			if r.Status != http.StatusAccepted || json.Unmarshal(r.Body, &e) != nil {
+				t.Fatalf("POST /v1/erasures = %d %s", r.Status, r.Body)
+			}
+			if err := e2etest.WaitFor(90*time.Second, func() (bool, error) {
+				r := e2etest.Do(t, http.MethodGet, privacyURL+"/v1/erasures/"+e.ID, env.AdminKey, nil, nil)
+				if err := json.Unmarshal(r.Body, &e); err != nil {
+					return false, err
+				}
+				return e.Status == "done" || e.Status == "failed", nil
+			}); err != nil || e.Status != "done" {
+				t.Fatalf("erasure %s: %s %s (%v)", e.ID, e.Status, e.Error, err)
+			}
+		}
+		type mapped struct {
+			Countries []struct {
+				Country         string
+				Events, Devices int
+			}
+			Cells []struct{ Events, Devices int }
+		}
+		type report struct {
+			Events, Devices int
+			ByOSVersion     []any `json:"by_os_version"`
+			Series          []any
+		}
+		check := func(stage string, events, threats, users, devices int, cells bool) {
+			t.Helper()
+			var found rendered
+			if get("/v1/events", url.Values{"app_id": {app.ID}}, &found); len(found.Events) != events {
+				t.Errorf("%s: search finds %d events, want %d", stage, len(found.Events), events)
+			}
+			var o map[string]any
+			get("/v1/overview", url.Values{"app_id": {app.ID}}, &o)
+			want := map[string]any{"events": float64(events), "threat_events": float64(threats), "users": float64(users),
+				"devices": float64(devices), "apps": 1.0}
+			for k, v := range want {
+				if o[k] != v {
+					t.Errorf("%s: overview %s = %v, want %v (%v)", stage, k, o[k], v, o)
+				}
+			}
+			var m mapped
+			get("/v1/map", url.Values{"app_id": {app.ID}}, &m)
+			if len(m.Countries) != 1 || m.Countries[0].Country != "DE" || m.Countries[0].Events != events || m.Countries[0].Devices != devices ||
+				cells != (len(m.Cells) == 1) || cells && (m.Cells[0].Events != events || m.Cells[0].Devices != devices) {
+				t.Errorf("%s: map = %+v, want DE with %d events of %d devices, a cell: %v", stage, m, events, devices, cells)
+			}
+			var hooks, root report
+			get("/v1/reports/threats/Hooks", url.Values{"app_id": {app.ID}}, &hooks)
+			get("/v1/reports/threats/root_detected", url.Values{"app_id": {app.ID}}, &root)
+			if hooks.Events != 0 || hooks.Devices != 0 || len(hooks.ByOSVersion) != 0 || len(hooks.Series) != 0 {
+				t.Errorf("%s: Hooks report = %+v, want nothing: its one device is erased", stage, hooks)
+			}
+			if root.Events != 1 || root.Devices != 1 || len(root.ByOSVersion) != 1 || len(root.Series) != 1 {
+				t.Errorf("%s: root_detected report = %+v, want device 2's one event", stage, root)
+			}
+		}
+		gone := func(stage string, q url.Values, kind, id string) {
+			t.Helper()
+			q.Set("app_id", app.ID)
+			var found rendered
+			if st := get("/v1/events", q, &found); st != http.StatusOK || len(found.Events) != 0 {
+				t.Errorf("%s: GET /v1/events?%s = %d, %d events, want none", stage, q.Encode(), st, len(found.Events))
+			}
+			var tl struct{ Events int }
+			if st := get("/v1/timelines/"+kind+"/"+url.PathEscape(id), url.Values{"app_id": {app.ID}}, &tl); st != http.StatusNotFound && (st != http.StatusOK || tl.Events != 0) {
+				t.Errorf("%s: timeline %s = %d, %d events, want none", stage, kind, st, tl.Events)
+			}
+		}
+
+		erase(map[string]any{"device_id": run + "-d1"})
+		gone("device 1 erased", url.Values{"device_id": {run + "-d1"}}, "device", run+"-d1")
+		gone("device 1 erased", url.Values{"threat": {"Hooks"}}, "session", run+"-s1")
+		check("device 1 erased", 5, 1, 5, 5, true)
+
+		erase(map[string]any{"user_id": rawUser(6)})
+		gone("user 6 erased", url.Values{"user_id": {rawUser(6)}}, "user", rawUser(6))
+		gone("user 6 erased", url.Values{"type": {"network.info"}}, "device", run+"-d6")
+		// Four devices are below K = 5: the cell is no longer shown.
+		check("user 6 erased", 4, 1, 4, 4, false)
 	})
 
 	t.Run("NowhereRaw", func(t *testing.T) {
