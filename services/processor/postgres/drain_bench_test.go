@@ -24,15 +24,25 @@ import (
 // (the database's backends and its WAL writer, checkpointer and background
 // writer, read from /proc: the server must run on this machine) and of this
 // process (the store's encoding; the message decode is not in it), with
-// time-ordered (v7) and random (v4) ids.
+// time-ordered (v7) and random (v4) ids, from eight apps; and with two
+// shards (issue 38): the events split by wire.EventsShard as the collector
+// routes them, each shard's batches written by its own writer at the same time, as
+// two processors on two queues would (v7 ids).
 func BenchmarkStore_Drain(b *testing.B) {
 	total := 100_000
 	if v, err := strconv.Atoi(os.Getenv("THREATVIEW_DRAIN_BENCH_EVENTS")); err == nil && v > 0 {
 		total = v
 	}
 	const size = 2000
-	for _, ids := range []string{"v7", "v4"} {
-		b.Run("ids="+ids, func(b *testing.B) {
+	for _, bc := range []struct {
+		ids    string
+		shards int
+	}{{"v7", 1}, {"v4", 1}, {"v7", 2}} {
+		name := "ids=" + bc.ids
+		if bc.shards > 1 {
+			name += fmt.Sprintf("/shards=%d", bc.shards)
+		}
+		b.Run(name, func(b *testing.B) {
 			s, pool := mustStore(b)
 			u, err := url.Parse(pool.Config().ConnString())
 			if err != nil {
@@ -44,40 +54,73 @@ func BenchmarkStore_Drain(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				now := time.Now().UTC()
-				batches := make([][]wire.Event, 0, total/size+1)
-				for n := 0; n < total; n += size {
-					batch := make([]wire.Event, min(size, total-n))
-					for i := range batch {
-						at := now.Add(time.Duration(n+i) * time.Microsecond)
-						batch[i] = pgtest.Event(r, at, time.Hour)
-						if ids == "v7" {
-							batch[i].ID = pgtest.UUIDv7(r, at)
-						}
+				// Each shard's events, in batches of size as its queue
+				// would give them.
+				streams := make([][][]wire.Event, bc.shards)
+				open := make([][]wire.Event, bc.shards)
+				for n := 0; n < total; n++ {
+					at := now.Add(time.Duration(n) * time.Microsecond)
+					ev := pgtest.Event(r, at, time.Hour)
+					if bc.ids == "v7" {
+						ev.ID = pgtest.UUIDv7(r, at)
 					}
-					batches = append(batches, batch)
+					ev.App.ID = fmt.Sprintf("app-%d", r.IntN(8))
+					k := wire.EventsShard(ev.App.ID, bc.shards)
+					if open[k] = append(open[k], ev); len(open[k]) == size {
+						streams[k], open[k] = append(streams[k], open[k]), nil
+					}
+				}
+				for k := range open {
+					if len(open[k]) > 0 {
+						streams[k] = append(streams[k], open[k])
+					}
 				}
 				pg0, _ := pgtest.BackendCPU(db)
 				self0 := selfCPU()
 				start := time.Now()
 				b.StartTimer()
-				stored := 0
-				for _, batch := range batches {
-					res, err := s.WriteBatch(ctx, batch)
-					if err != nil {
-						b.Fatalf("WriteBatch: %v", err)
+				stored := make([]int, bc.shards)
+				errs := make(chan error, bc.shards)
+				for k := range streams {
+					go func() {
+						for _, batch := range streams[k] {
+							// A model new to both writers at once fails
+							// one of them, retried as the consumer does.
+							res, err := s.WriteBatch(ctx, batch)
+							for try := 0; err != nil && try < 3; try++ {
+								res, err = s.WriteBatch(ctx, batch)
+							}
+							if err != nil {
+								errs <- fmt.Errorf("shard %d: WriteBatch: %w", k, err)
+								return
+							}
+							stored[k] += res.Stored
+						}
+						errs <- nil
+					}()
+				}
+				for range streams {
+					if err := <-errs; err != nil {
+						b.Fatal(err)
 					}
-					stored += res.Stored
 				}
 				b.StopTimer()
 				wall := time.Since(start)
 				pg1, ok := pgtest.BackendCPU(db)
 				self := selfCPU() - self0
-				b.ReportMetric(float64(stored)/wall.Seconds(), "events/s")
-				if ok {
-					b.ReportMetric(float64((pg1-pg0).Microseconds())/float64(stored), "pg-µs/event")
+				all := 0
+				for _, n := range stored {
+					all += n
 				}
-				b.ReportMetric(float64(self.Microseconds())/float64(stored), "proc-µs/event")
-				b.Logf("%d events stored in %s (%s)", stored, wall.Round(time.Millisecond), loadavg())
+				b.ReportMetric(float64(all)/wall.Seconds(), "events/s")
+				if ok {
+					b.ReportMetric(float64((pg1-pg0).Microseconds())/float64(all), "pg-µs/event")
+				}
+				b.ReportMetric(float64(self.Microseconds())/float64(all), "proc-µs/event")
+				b.Logf("%d events stored in %s, per shard %v (%s)", all, wall.Round(time.Millisecond), stored, loadavg())
+				if bc.shards > 1 {
+					pgtest.AssertRollupsExact(b, pool, all)
+				}
 				b.StartTimer()
 			}
 		})
