@@ -18,3 +18,6 @@ fi
 # Browsers keep Secure cookies on http://127.0.0.1 (a secure context), so
 # the local stack keeps them Secure.
 export RENDERER_SECURE_COOKIES=true
+# Every page's header links back to the Administration Interface, the
+# people's one home (blank: no link).
+export RENDERER_ADMIN_URL="${THREATVIEW_ADMIN_UI_URL:-}"

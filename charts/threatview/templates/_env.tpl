@@ -179,6 +179,9 @@ IDENTITY_SERVICE_URL: {{ . | quote }}
 {{- with $v.trustedProxies }}
 RENDERER_TRUSTED_PROXIES: {{ join "," . | quote }}
 {{- end }}
+{{- with $v.adminUiUrl }}
+RENDERER_ADMIN_URL: {{ . | quote }}
+{{- end }}
 {{- /* Searches, timelines and taxonomy changes are audited (with INTERNAL_KEY). */}}
 {{- with tpl $v.auditLoggerServiceUrl . }}
 AUDITLOGGER_SERVICE_URL: {{ . | quote }}
