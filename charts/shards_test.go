@@ -58,6 +58,10 @@ func TestChart_Shards(t *testing.T) {
 		if got := containerEnv(t, r, col.Spec.Template.Spec.Containers[0])["COLLECTOR_SHARDS"]; got != "2" {
 			t.Errorf("collector COLLECTOR_SHARDS = %q, want 2", got)
 		}
+		// The status and DLQ pages list each shard's queue.
+		if got := containerEnv(t, r, r.deployment(t, "admin-interface").Spec.Template.Spec.Containers[0])["ADMINUI_EVENTS_SHARDS"]; got != "2" {
+			t.Errorf("admin interface ADMINUI_EVENTS_SHARDS = %q, want 2", got)
+		}
 		checkWorkloads(t, r)
 	})
 	t.Run("Alerts", func(t *testing.T) {

@@ -256,6 +256,8 @@ ALERTS_S3_BUCKETS: {{ join "," . | quote }}
 {{- $svc := include "threatview.fullname" . }}
 {{ include "threatview.config.common" (list . $v) }}
 {{ include "threatview.config.broker" . }}
+{{- /* The status and DLQ pages list each shard's events queue. */}}
+ADMINUI_EVENTS_SHARDS: {{ int .Values.shards | toString | quote }}
 IDENTITY_SERVICE_URL: {{ printf "http://%s-identity:%d" $svc (int .Values.identity.port) | quote }}
 TOKENS_SERVICE_URL: {{ printf "http://%s-tokens:%d" $svc (int .Values.tokens.port) | quote }}
 AUDITLOGGER_SERVICE_URL: {{ printf "http://%s-audit-logger:%d" $svc (int .Values.auditLogger.port) | quote }}

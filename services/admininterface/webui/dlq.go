@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 	"threatview/platform/wire"
 )
 
-// dlqQueue is one dead-letter queue the UI manages; only these two, never
-// a destination named by the request.
+// dlqQueue is one dead-letter queue the UI manages; only these, never a
+// destination named by the request.
 type dlqQueue struct {
 	Key    string // in URLs
 	Name   string // the DLQ's name
@@ -30,9 +31,25 @@ type dlqQueue struct {
 	target string
 }
 
-var dlqQueues = []dlqQueue{
-	{Key: "events", Name: "DLQ.threatview.events", Dest: wire.DeadLetter(wire.EventsQueue), Target: "threatview.events", target: wire.EventsQueue},
-	{Key: "audit", Name: "DLQ.threatview.audit", Dest: wire.DeadLetter(wire.AuditQueue), Target: "threatview.audit", target: wire.AuditQueue},
+// dlqQueuesFor lists the dead-letter queue of each events queue (one per
+// shard: a replay goes back to its own shard's queue, so an app stays on
+// one processor) and the audit queue's.
+func dlqQueuesFor(events []string) []dlqQueue {
+	var out []dlqQueue
+	for i, q := range events {
+		key := "events"
+		if len(events) > 1 {
+			key += "-" + strconv.Itoa(i)
+		}
+		out = append(out, deadLetters(key, q))
+	}
+	return append(out, deadLetters("audit", wire.AuditQueue))
+}
+
+func deadLetters(key, queue string) dlqQueue {
+	dest := wire.DeadLetter(queue)
+	return dlqQueue{Key: key, Name: strings.TrimPrefix(dest, "/queue/"), Dest: dest,
+		Target: strings.TrimPrefix(queue, "/queue/"), target: queue}
 }
 
 func (s *Server) queueByKey(key string) (dlqQueue, bool) {

@@ -192,16 +192,26 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 			d.Lag = (time.Duration(v * float64(time.Second))).Round(time.Millisecond).String()
 		}
 	}
-	d.Backlog = backlog(metrics)
+	d.Backlog = backlog(metrics, s.opts.EventsQueues)
 	for _, b := range d.Backlog {
 		d.BacklogWarn = d.BacklogWarn || b.Warn
 	}
-	queues := []struct{ dest, consumers string }{
-		{wire.EventsQueue, consumers("processor_leader")},
-		{wire.DeadLetter(wire.EventsQueue), "0"},
-		{wire.AuditQueue, consumers("auditworker_leader")},
-		{wire.DeadLetter(wire.AuditQueue), "0"},
+	// processor_leader is 1 on each shard's leader: with shards, the
+	// first events queue's row shows the leaders of all of them.
+	leaders := consumers("processor_leader")
+	if n := len(s.opts.EventsQueues); n > 1 {
+		leaders += fmt.Sprintf(" (all %d shards)", n)
 	}
+	var queues []struct{ dest, consumers string }
+	for i, q := range s.opts.EventsQueues {
+		c := leaders
+		if i > 0 {
+			c = "see above"
+		}
+		queues = append(queues, struct{ dest, consumers string }{q, c}, struct{ dest, consumers string }{wire.DeadLetter(q), "0"})
+	}
+	queues = append(queues, struct{ dest, consumers string }{wire.AuditQueue, consumers("auditworker_leader")},
+		struct{ dest, consumers string }{wire.DeadLetter(wire.AuditQueue), "0"})
 	d.Queues = make([]queueRow, len(queues))
 	for i, q := range queues {
 		row := queueRow{Name: strings.TrimPrefix(q.dest, "/queue/"), Consumers: q.consumers}
@@ -228,8 +238,7 @@ func (s *Server) statusPage(w http.ResponseWriter, r *http.Request) {
 // broker's store usage (the collector's broker_* gauges) and the
 // processor's aggregation lag from the services' metrics. Several replicas
 // export the same gauge: the largest value counts, as in the alerts.
-func backlog(metrics [][]upstream.Sample) []backlogRow {
-	events := strings.TrimPrefix(wire.EventsQueue, "/queue/")
+func backlog(metrics [][]upstream.Sample, eventsQueues []string) []backlogRow {
 	largest := func(name string, match map[string]string) (float64, bool) {
 		top, found := 0.0, false
 		for _, m := range metrics {
@@ -253,13 +262,20 @@ func backlog(metrics [][]upstream.Sample) []backlogRow {
 	count := func(v float64) string { return fmt.Sprintf("%.0f messages", v) }
 	secs := func(v float64) string { return time.Duration(v * float64(time.Second)).Round(time.Second).String() }
 	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", v) }
-	q := map[string]string{"queue": events}
-	return []backlogRow{
-		row("Events queue depth", "broker_queue_size", q, warnQueueMessages, count),
-		row("Oldest message on the events queue", "broker_queue_oldest_message_age_seconds", q, warnQueueAgeSeconds, secs),
-		row("Broker store in use", "broker_store_percent_usage", nil, warnStorePercent, pct),
-		row("Aggregation lag", "processor_aggregation_lag_seconds", nil, warnLagSeconds, secs),
+	var rows []backlogRow
+	for _, queue := range eventsQueues {
+		name := strings.TrimPrefix(queue, "/queue/")
+		q, on := map[string]string{"queue": name}, ""
+		if len(eventsQueues) > 1 {
+			on = " (" + name + ")"
+		}
+		rows = append(rows,
+			row("Events queue depth"+on, "broker_queue_size", q, warnQueueMessages, count),
+			row("Oldest message on the events queue"+on, "broker_queue_oldest_message_age_seconds", q, warnQueueAgeSeconds, secs))
 	}
+	return append(rows,
+		row("Broker store in use", "broker_store_percent_usage", nil, warnStorePercent, pct),
+		row("Aggregation lag", "processor_aggregation_lag_seconds", nil, warnLagSeconds, secs))
 }
 
 // rateChart draws the last hour's rates as an inline SVG (presentation

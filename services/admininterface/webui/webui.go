@@ -38,6 +38,7 @@ import (
 	"threatview/admininterface/upstream"
 	"threatview/admininterface/web"
 	"threatview/platform/httpserver"
+	"threatview/platform/wire"
 )
 
 // Options are the UI's settings.
@@ -70,6 +71,10 @@ type Options struct {
 	// DLQListMax is how many dead-lettered messages a queue's list shows
 	// on one page (25 by default: the page lists both queues).
 	DLQListMax int
+	// EventsQueues are the events queues, one per shard
+	// (wire.EventsQueues); nil: the single wire.EventsQueue. The status page
+	// shows each one's depth and the DLQ page each one's dead letters.
+	EventsQueues []string
 	// CleanupCommand runs the retention cleanup (program and arguments;
 	// --dry-run is added); empty leaves the dry run out.
 	CleanupCommand []string
@@ -134,11 +139,14 @@ func New(opts Options, deps Deps, log *slog.Logger) (*Server, error) {
 	if opts.DLQListMax <= 0 {
 		opts.DLQListMax = 25
 	}
+	if len(opts.EventsQueues) == 0 {
+		opts.EventsQueues = []string{wire.EventsQueue}
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
-	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now, dlqQueues: dlqQueues, auditWait: auditWait,
+	return &Server{opts: opts, deps: deps, log: log, sealer: sl, pages: pages, now: time.Now, dlqQueues: dlqQueuesFor(opts.EventsQueues), auditWait: auditWait,
 		signins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admininterface_signins_total",
 			Help: "Sign-ins by method (password, oidc) and result (ok, refused, error).",

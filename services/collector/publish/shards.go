@@ -1,10 +1,6 @@
 package publish
 
-import (
-	"strconv"
-
-	"threatview/platform/wire"
-)
+import "threatview/platform/wire"
 
 // Shards routes each request to the Group of its app's shard
 // (wire.EventsShard), so all of an app's events travel on one queue and meet
@@ -37,22 +33,9 @@ func (s *Shards) Flush() {
 	}
 }
 
-// ShardQueues returns the events queue of each shard: base itself for one
-// shard (the single queue of an unsharded deployment), else base+"."+i for
-// shard i (/queue/threatview.events.0, .1, ...). The chart names the
-// processors' PROCESSOR_QUEUE the same way.
-func ShardQueues(base string, shards int) []string {
-	if shards < 2 {
-		return []string{base}
-	}
-	out := make([]string, shards)
-	for i := range out {
-		out[i] = base + "." + strconv.Itoa(i)
-	}
-	return out
-}
+// ShardQueues returns the events queue of each shard (wire.EventsQueues).
+func ShardQueues(base string, shards int) []string { return wire.EventsQueues(base, shards) }
 
 // MaxShards bounds COLLECTOR_SHARDS: each shard is a queue, a processor
 // and a statistics reader's pair of requests every interval.
 const MaxShards = 64
-

@@ -1,5 +1,7 @@
 package wire
 
+import "strconv"
+
 // EventsShard returns the shard (0 to shards-1) of an app's events: FNV-1a
 // (32 bits) of the app id, modulo shards. The collector routes an app's
 // events to queue EventsQueue+"."+shard with it (when shards > 1), so all of
@@ -17,4 +19,20 @@ func EventsShard(appID string, shards int) int {
 		h *= prime32
 	}
 	return int(h % uint32(shards))
+}
+
+// EventsQueues returns the events queue of each shard: base itself for one
+// shard (the single queue of an unsharded deployment), else base+"."+i for
+// shard i (/queue/threatview.events.0, .1, ...). The collector publishes to
+// them, the chart names the processors' PROCESSOR_QUEUE and the admin
+// interface lists their dead letters the same way.
+func EventsQueues(base string, shards int) []string {
+	if shards < 2 {
+		return []string{base}
+	}
+	out := make([]string, shards)
+	for i := range out {
+		out[i] = base + "." + strconv.Itoa(i)
+	}
+	return out
 }

@@ -76,6 +76,10 @@ type Config struct {
 	UpstreamTimeout time.Duration `env:"ADMINUI_UPSTREAM_TIMEOUT" envDefault:"10s"`
 	// QueueDepthCap bounds how many messages a queue depth counts.
 	QueueDepthCap int `env:"ADMINUI_QUEUE_DEPTH_CAP" envDefault:"1000"`
+	// EventsShards is the collectors' COLLECTOR_SHARDS: the status page
+	// shows each shard's events queue and the DLQ page each one's dead
+	// letters (wire.EventsQueues).
+	EventsShards int `env:"ADMINUI_EVENTS_SHARDS" envDefault:"1"`
 
 	// EventsDatabaseURL and AuditDatabaseDSN let the retention page read
 	// partitions and archive records (a read-only role is enough); blank
@@ -157,6 +161,9 @@ func (c *Config) Validate() error {
 	}
 	if c.QueueDepthCap < 1 || c.QueueDepthCap > 100000 {
 		return fmt.Errorf("ADMINUI_QUEUE_DEPTH_CAP must be from 1 to 100000, got %d", c.QueueDepthCap)
+	}
+	if c.EventsShards < 1 || c.EventsShards > 64 {
+		return fmt.Errorf("ADMINUI_EVENTS_SHARDS must be from 1 to 64, got %d", c.EventsShards)
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"threatview/platform/httpserver"
 	"threatview/platform/logging"
 	"threatview/platform/mq"
+	"threatview/platform/wire"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -65,7 +66,7 @@ func runWith(ctx context.Context, getenv func(string) string, stdout io.Writer, 
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 90 * time.Second}}
 	client := func(u string) *upstream.Client { return upstream.New(u, hc, cfg.UpstreamTimeout) }
 	targets, _ := parseTargets(cfg.StatusTargets) // checked by Validate
-	var opts webui.Options
+	opts := webui.Options{EventsQueues: wire.EventsQueues(wire.EventsQueue, cfg.EventsShards)}
 	var collector *upstream.Client
 	for _, t := range targets {
 		c := client(t.url)
