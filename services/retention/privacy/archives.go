@@ -162,13 +162,17 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 		// events archive), then the events: a retry after either step still
 		// finds the subject's events in the events archive.
 		ids := map[string]bool{}
+		// The subject's archived events, kept for the investigation rollups
+		// when the month was dropped.
+		var events [][]byte
 		held, err := w.holds(ctx, m, s)
 		if err == nil && held {
 			match := subjectsRow(s)
 			err = w.Archiver.ReadArchive(ctx, archivedTable, m, func(line []byte) error {
 				row, ok, err := match(line)
-				if ok {
+				if ok && !ids[row.ID] {
 					ids[row.ID] = true
+					events = append(events, bytes.Clone(line))
 				}
 				return err
 			})
@@ -197,6 +201,13 @@ func (w *ArchiveRewriter) rewriteEvents(ctx context.Context, erasureID string, s
 					// After the rewrite: a retry finds these facts no more,
 					// so they are never subtracted twice.
 					rw.RollupRows, err = w.decrementArchived(ctx, facts)
+				}
+				if st.table == archivedTable && dropped {
+					// After the rewrite, as for the facts: a retry finds
+					// these events no more.
+					var b Batch
+					b, err = w.Rollups.DecrementArchivedInv(ctx, s.AppID, events)
+					rw.RollupRows += b.RollupRows
 				}
 				if st.table == archivedTable {
 					w.forget(ctx, m, s)

@@ -93,11 +93,16 @@ WHERE t.day = d.day AND t.threat = d.threat AND t.dim = d.dim AND t.key = d.key 
 // (inv_daily_users, inv_device_days) that the erased events made and that
 // no remaining event of the app makes any more: the keys of the erased
 // events (gone) less the keys of the remaining events of the same users
-// or devices over the same days (kept), both by invkeys; "<> ''" lets the
-// planner use events_by_user, a partial index. A device erasure
+// or devices over the same days (kept), both by invkeys; the subject
+// column named non-blank lets the planner use events_by_user, a partial
+// index. A device erasure
 // rechecks its users' days, a user erasure its devices' days; the
 // subject's own rows go whole in EraseDeviceDays and EraseDailyUsers.
-// $1 is the app. %[1]s is the invkeys select, %[2]s the table, %[3]s the
+// Only days on or after the start of the oldest monthly partition of
+// events.events (its name, events_yYYYYmMM) are rechecked: an earlier
+// day's other events may be in a month archived and dropped (months go
+// oldest first, and an event is received on or after its day), so its
+// rows stay. $1 is the app. %[1]s is the invkeys select, %[2]s the table, %[3]s the
 // column naming the other subject, %[4]s the key columns.
 const invRecheckSQL = `WITH ` + `%[5]s, gone AS (%[1]s),
 rest AS (
@@ -109,7 +114,9 @@ rest AS (
 	WITH %[6]s %[1]s
 )
 DELETE FROM facts.%[2]s t USING (SELECT * FROM gone EXCEPT SELECT * FROM kept) d
-WHERE (%[4]s) = (%[7]s)`
+WHERE (%[4]s) = (%[7]s)
+  AND d.day >= coalesce((SELECT min(to_date(right(c.relname, 8), '"y"YYYY"m"MM')) FROM pg_inherits i
+	JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'events.events'::regclass AND c.relname ~ '_y\d{4}m\d{2}$'), '-infinity')`
 
 // invRecheck is the recheck of one distinct rollup for a subject whose
 // column is not other (the rows of the subject's own kind go whole).
@@ -134,15 +141,22 @@ func (r invRecheck) sql() string {
 	return fmt.Sprintf(invRecheckSQL, r.rows, r.table, r.other, t, invkeys.Keys("erased_events"), invkeys.Keys("rest"), d)
 }
 
+// queueInvDecrement returns a batch with invDecrementSQL's statements,
+// counting into b.
+func queueInvDecrement(b *Batch) *pgx.Batch {
+	batch := &pgx.Batch{}
+	for _, q := range invDecrementSQL {
+		queueDecrement(batch, q.sql, q.adjust, b)
+	}
+	return batch
+}
+
 // decrementInv subtracts the events in erased_events from the counting
 // investigation rollups and removes the distinct rows no remaining event
 // makes (for the other kind of subject than col), in one round trip, and
 // counts what it did into b. The caller holds the app's lock (lockApp).
 func decrementInv(ctx context.Context, tx pgx.Tx, appID, col string, b *Batch) error {
-	batch := &pgx.Batch{}
-	for _, q := range invDecrementSQL {
-		queueDecrement(batch, q.sql, q.adjust, b)
-	}
+	batch := queueInvDecrement(b)
 	for _, r := range invRechecks {
 		if r.other == col {
 			continue
@@ -160,4 +174,46 @@ func decrementInv(ctx context.Context, tx pgx.Tx, appID, col string, b *Batch) e
 		return fmt.Errorf("adjust investigation rollups: %w", err)
 	}
 	return nil
+}
+
+// DecrementArchivedInv subtracts archived events rows (lines of an
+// events.events archive, row_to_json, as the archiver wrote them) of a
+// month archived and dropped from the counting investigation rollups, as
+// EraseEvents does for the rows it deletes, under the app's lock. A row
+// without threat_types was archived before migration events 000013 (no
+// investigation columns, never counted) and is skipped. The distinct rows
+// are not rechecked: the month's other events are in no table (the
+// subject's own go whole in EraseDeviceDays and EraseDailyUsers).
+func (p *PG) DecrementArchivedInv(ctx context.Context, appID string, events [][]byte) (Batch, error) {
+	var b Batch
+	if len(events) == 0 {
+		return b, nil
+	}
+	lines := texts(events)
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, eraseSettings+erasedEvents); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, lockApp, appID); err != nil {
+			return fmt.Errorf("lock app: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO erased_events
+			SELECT r.* FROM unnest($1::text[]) AS l(line), LATERAL (SELECT l.line::jsonb AS j) j,
+			     LATERAL jsonb_populate_record(NULL::erased_events, j.j) r
+			 WHERE j.j ? 'threat_types' AND r.app_id = $2`, lines, appID)
+		if err != nil {
+			return fmt.Errorf("read archived events: %w", err)
+		}
+		if b.Events = tag.RowsAffected(); b.Events == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(ctx, queueInvDecrement(&b)).Close(); err != nil {
+			return fmt.Errorf("adjust investigation rollups: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Batch{}, unavailable("adjust investigation rollups for archived events", err)
+	}
+	return b, nil
 }

@@ -318,6 +318,20 @@ func (p *PG) WaitAggregated(ctx context.Context, t time.Time, timeout time.Durat
 	}
 }
 
+// eraseSettings start every erasure transaction: a lock waited for at
+// most 5 s, and index probes rather than hashes or sorts of whole
+// partitions.
+const eraseSettings = "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "
+
+// texts returns lines as strings (a text[] argument).
+func texts(lines [][]byte) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = string(l)
+	}
+	return out
+}
+
 // erasedFacts is the session's table of one batch's deleted facts, from
 // which the rollups are decremented; emptied at commit.
 const erasedFacts = `CREATE TEMP TABLE IF NOT EXISTS erased_facts (
@@ -405,7 +419,7 @@ func (p *PG) EraseEvents(ctx context.Context, s Subject, n int) (Batch, error) {
 		return b, err
 	}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+
+		if _, err := tx.Exec(ctx, eraseSettings+
 			erasedFacts+"; "+erasedEvents); err != nil {
 			return err
 		}
@@ -486,12 +500,9 @@ func (p *PG) DecrementArchived(ctx context.Context, facts [][]byte) (Batch, erro
 	if len(facts) == 0 {
 		return b, nil
 	}
-	lines := make([]string, len(facts))
-	for i, f := range facts {
-		lines[i] = string(f)
-	}
+	lines := texts(facts)
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '5s'; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; "+erasedFacts); err != nil {
+		if _, err := tx.Exec(ctx, eraseSettings+erasedFacts); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO erased_facts
