@@ -251,9 +251,8 @@ func (s *Store) Overview(ctx context.Context, q visualrenderer.RollupQuery) (vis
 	return o, nil
 }
 
-// A recency counts the distinct subjects of a scope (an app or all apps,
-// and for devices a list of threat types) seen in a range of days: fast
-// from a recency table, or from the day table.
+// A recency counts the distinct subjects (users, or devices of a list of
+// threat types) seen in a range of days.
 type recency struct {
 	recent, days, subject string
 	threats               bool // the tables have a threat column
@@ -264,87 +263,79 @@ var (
 	recentDevices = recency{recent: "facts.inv_device_recent", days: "facts.inv_device_days", subject: "device_id", threats: true}
 )
 
+// daysIn is the days of [$1, $2) as a list: with it and equalities on the
+// next key columns, a day table's primary key is entered once per day at
+// the rows asked for instead of read across the range.
+const daysIn = `day = ANY(ARRAY(SELECT generate_series($1::date, $2::date - 1, interval '1 day')::date))`
+
 // ambiguousLimit bounds the subjects distinct looks up one by one (see
-// there); a range with more is counted over the day table.
-var ambiguousLimit = 10_000
+// there; one index descent per app and subject); a range with more is
+// counted over the day table.
+var ambiguousLimit = 1000
 
 // distinct returns the number of distinct subjects of r seen in the days of
-// [q.From, q.To) in q.AppID's scope (the blank app: all apps) with one of
-// threats (for devices; the blank threat is any event). A subject's two
-// most recent days say whether it was seen in the range, unless both are
-// at or after q.To: such a subject (events dated after today, or a range
-// ending before yesterday) is looked up in the day table by its key, when
-// there are at most ambiguousLimit of them; else the day table is counted.
+// [q.From, q.To) in q.AppID (blank: all apps) with one of threats (for
+// devices; the blank threat is any event). One app's are counted over its
+// rows of the day table. Over all apps a subject's two most recent days
+// (migration events 000015) say whether it was seen in the range, unless
+// both are at or after q.To: such a subject (events dated after today, or a
+// range ending before yesterday) is looked up in the day table by its key
+// in each app (facts.inv_apps), when there are at most ambiguousLimit of
+// them; else the day table is counted.
 func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r recency, threats []string) (int64, error) {
-	scope, days, count := "a.app_id = $3", "($3 = '' OR app_id = $3)", "count(*)"
-	same := "p." + r.subject + " = a." + r.subject
-	join := "d.app_id = p.app_id AND d." + r.subject + " = p." + r.subject
+	of, dayOf, count := "", "", "count(*)"
+	args := []any{q.From, q.To}
 	if r.threats {
-		scope += " AND a.threat = ANY($4)"
-		days += " AND threat = ANY($4)"
-		same += " AND p.threat = a.threat"
-		join += " AND d.threat = p.threat"
+		args = append(args, threats)
+		of, dayOf = " AND a.threat = ANY($3)", " AND d.threat = a.threat"
 		if len(threats) > 1 {
 			count = "count(DISTINCT a." + r.subject + ")"
 		}
 	}
-	args := []any{q.From, q.To, q.AppID}
-	if r.threats {
-		args = append(args, threats)
+	var n int64
+	if q.AppID != "" {
+		args = append(args, q.AppID)
+		// sql: the tables, columns and conditions are recency's constants; every value is an argument.
+		err := s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+` a
+			WHERE day >= $1 AND day < $2 AND `+daysIn+of+` AND app_id = $`+strconv.Itoa(len(args)), args...).Scan(&n)
+		return n, err
 	}
 	var ambiguous int
-	// sql: the tables, columns and conditions are recency's constants; every value is an argument.
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+r.recent+` a WHERE `+scope+`
-		AND a.last_day >= $1 AND a.last_day >= $2 AND a.prev_day >= $2 LIMIT `+strconv.Itoa(ambiguousLimit+1)+`) x`, args...).Scan(&ambiguous)
+	// sql: as above.
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+r.recent+` a
+		WHERE a.last_day >= $1 AND a.last_day >= $2 AND a.prev_day >= $2`+of+` LIMIT `+strconv.Itoa(ambiguousLimit+1)+`) x`,
+		args...).Scan(&ambiguous)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
 	if ambiguous > ambiguousLimit {
 		// sql: as above.
-		err = s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+`
-			WHERE day >= $1 AND day < $2 AND `+days, args...).Scan(&n)
+		err = s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+` a
+			WHERE day >= $1 AND day < $2`+of, args...).Scan(&n)
 		return n, err
 	}
-	// The subject's rows in its apps (p) lead to its day rows (d), by the
-	// day table's index on (app_id, subject).
 	// sql: as above.
-	err = s.pool.QueryRow(ctx, `SELECT `+count+` FROM `+r.recent+` a WHERE `+scope+` AND a.last_day >= $1
+	err = s.pool.QueryRow(ctx, `SELECT `+count+` FROM `+r.recent+` a WHERE a.last_day >= $1`+of+`
 		AND (a.last_day < $2 OR (a.prev_day >= $1 AND a.prev_day < $2)
-			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM `+r.recent+` p JOIN `+r.days+` d ON `+join+`
-				WHERE `+same+` AND p.app_id <> '' AND (a.app_id = '' OR p.app_id = a.app_id)
+			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM `+r.days+` d
+				WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.`+r.subject+` = a.`+r.subject+dayOf+`
 				  AND d.day >= $1 AND d.day < $2)))`, args...).Scan(&n)
 	return n, err
 }
 
 // Map implements visualrenderer.Investigator. Over all apps the events come
-// from the summary over apps; for any event (no threat) the devices per
-// country and per cell come from the places' recency table
-// (migration events 000015), as distinct does for the overview.
+// from the summary over apps; one app's rows are found by its key.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
-	geo, app := "facts.inv_geo_daily", "app_id = $4"
-	if q.AppID == "" {
-		geo, app = "facts.inv_geo_daily_all", "$4 = ''"
+	geo, app := "facts.inv_geo_daily_all", "$4 = ''"
+	if q.AppID != "" {
+		geo, app = "facts.inv_geo_daily", "app_id = $4 AND "+daysIn
 	}
 	byCountry := `SELECT country, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4) GROUP BY 1`
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4 AND ` + daysIn + `) GROUP BY 1`
 	byCell := `SELECT cell, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4)
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4 AND ` + daysIn + `)
 			GROUP BY 1 HAVING count(DISTINCT device_id) >= $5`
-	if q.Threat == "" {
-		var ambiguous int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM facts.inv_place_recent
-			WHERE app_id = $3 AND last_day >= $1 AND last_day >= $2 AND prev_day >= $2 LIMIT `+strconv.Itoa(ambiguousLimit+1)+`) x`,
-			q.From, q.To, q.AppID).Scan(&ambiguous); err != nil {
-			return m, unavailable("map", err)
-		}
-		if ambiguous <= ambiguousLimit {
-			byCountry = `SELECT substr(place, 3)::char(2) AS country, count(*) AS devices FROM (` + placesSeen("c") + `) x GROUP BY 1`
-			byCell = `SELECT substr(place, 3) AS cell, count(*) AS devices FROM (` + placesSeen("g") + `) x
-				GROUP BY 1 HAVING count(*) >= $5`
-		}
-	}
 	// sql: geo, app, byCountry and byCell are the constants above; every value is an argument.
 	rows, err := s.pool.Query(ctx, `WITH ev AS (
 			SELECT country, sum(events) AS events FROM `+geo+`
@@ -415,8 +406,7 @@ func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, 
 	// of read across every app's rows of the range.
 	exact := ""
 	if !sel.Unlisted {
-		exact = ` AND day = ANY(ARRAY(SELECT generate_series($1::date, $2::date - 1, interval '1 day')::date))
-		  AND dim = ANY('{os,os_version,device_model,country,app_version,hour}')`
+		exact = ` AND ` + daysIn + ` AND dim = ANY('{os,os_version,device_model,country,app_version,hour}')`
 	}
 	// sql: table, app and exact are the constants above; every value is an argument.
 	rows, err := s.pool.Query(ctx, `SELECT day, threat, dim, key, sum(count)::bigint FROM `+table+`
@@ -478,22 +468,6 @@ func (s *Store) ThreatReport(ctx context.Context, q visualrenderer.RollupQuery, 
 	}
 	sort.Slice(r.Series, func(i, j int) bool { return r.Series[i].T.Before(r.Series[j].T) })
 	return r, nil
-}
-
-// placesSeen selects the places of one kind ("c" countries, "g" cells)
-// of the devices of scope $4 seen in the days of [$1, $2), one row per
-// device and place, as distinct counts subjects: a device whose two recent
-// days in the place are both at or after $2 is looked up in the day table.
-// $3 is the blank threat (any event).
-func placesSeen(kind string) string {
-	return `SELECT a.place FROM facts.inv_place_recent a
-		WHERE a.app_id = $4 AND $3 = '' AND a.last_day >= $1 AND a.place LIKE '` + kind + `:%'
-		  AND (a.last_day < $2 OR (a.prev_day >= $1 AND a.prev_day < $2)
-			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM facts.inv_place_recent p JOIN facts.inv_device_days d
-				ON d.app_id = p.app_id AND d.device_id = p.device_id AND d.threat = ''
-				WHERE p.device_id = a.device_id AND p.place = a.place AND p.app_id <> '' AND (a.app_id = '' OR p.app_id = a.app_id)
-				  AND CASE WHEN a.place LIKE 'c:%' THEN 'c:' || d.country ELSE 'g:' || d.cell END = a.place
-				  AND d.day >= $1 AND d.day < $2)))`
 }
 
 // sorted lists m largest first (then by key).
