@@ -314,12 +314,15 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 			WHERE day >= $1 AND day < $2`+of, args...).Scan(&n)
 		return n, err
 	}
+	// OFFSET 0 keeps the look-up a per-subject probe, evaluated for the
+	// ambiguous subjects only: without it the planner may hash the whole
+	// day table's range instead.
 	// sql: as above.
 	err = s.pool.QueryRow(ctx, `SELECT `+count+` FROM `+r.recent+` a WHERE a.last_day >= $1`+of+`
 		AND (a.last_day < $2 OR (a.prev_day >= $1 AND a.prev_day < $2)
 			OR (a.prev_day >= $2 AND EXISTS (SELECT 1 FROM `+r.days+` d
 				WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.`+r.subject+` = a.`+r.subject+dayOf+`
-				  AND d.day >= $1 AND d.day < $2)))`, args...).Scan(&n)
+				  AND d.day >= $1 AND d.day < $2 OFFSET 0)))`, args...).Scan(&n)
 	return n, err
 }
 
