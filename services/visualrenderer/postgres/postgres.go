@@ -47,6 +47,10 @@ func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
 	// runaway one is cut off rather than holding a connection.
 	rp["statement_timeout"] = "10s"
 	rp["application_name"] = "visualrenderer"
+	// The reads are short index scans: compiling one with JIT (when a plan's
+	// estimate passes jit_above_cost, as the distinct counts' per-subject
+	// look-up makes it) cost about 100 ms, more than the query.
+	rp["jit"] = "off"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open events DB: %w", err)
