@@ -168,7 +168,7 @@ $$;
 -- inv_sum_over_apps keeps a summary over apps (TG_ARGV[0]) of the table
 -- it is a trigger of, whose key columns are TG_ARGV[1] (without app_id)
 -- and whose count column is TG_ARGV[2]: inserted rows add, updated rows
--- add new minus old, deleted rows subtract. The arguments are the
+-- add new minus old, deleted rows subtract; a key left at zero is deleted. The arguments are the
 -- constants of the CREATE TRIGGER statements below.
 CREATE FUNCTION facts.inv_sum_over_apps() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -184,6 +184,10 @@ BEGIN
     EXECUTE format('INSERT INTO %s AS r (%s, %I) SELECT %s, sum(n) FROM (%s) x GROUP BY %s HAVING sum(n) <> 0 ORDER BY %s
         ON CONFLICT (%s) DO UPDATE SET %I = r.%I + EXCLUDED.%I',
         target, keys, n, keys, src, keys, keys, keys, n, n, n);
+    -- A key an erasure took to zero goes, so no list shows it counted 0.
+    IF TG_OP <> 'INSERT' THEN
+        EXECUTE format('DELETE FROM %s WHERE %I = 0 AND (%s) IN (SELECT %s FROM inv_old)', target, n, keys, keys);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -244,7 +248,7 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_privacy') THEN
         GRANT SELECT, INSERT, UPDATE, DELETE ON facts.inv_device_recent, facts.inv_user_recent TO threatview_privacy;
-        GRANT SELECT, INSERT, UPDATE ON facts.inv_threat_daily_all, facts.inv_geo_daily_all TO threatview_privacy;
+        GRANT SELECT, INSERT, UPDATE, DELETE ON facts.inv_threat_daily_all, facts.inv_geo_daily_all TO threatview_privacy;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
         GRANT SELECT ON facts.inv_device_recent, facts.inv_user_recent,

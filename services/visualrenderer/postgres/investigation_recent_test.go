@@ -181,4 +181,8 @@ func TestStore_RecentExact(t *testing.T) {
 		WHERE a.events IS DISTINCT FROM b.events AND coalesce(a.events, b.events) <> 0`); n != 0 {
 		t.Errorf("%d keys of inv_geo_daily_all differ from inv_geo_daily summed over apps", n)
 	}
+	if n := count(`SELECT (SELECT count(*) FROM facts.inv_threat_daily_all WHERE count = 0) +
+			(SELECT count(*) FROM facts.inv_geo_daily_all WHERE events = 0)`); n != 0 {
+		t.Errorf("%d keys of the summaries over apps left at zero by the deletions", n)
+	}
 }
