@@ -42,6 +42,7 @@
 #                                             steps wait for the consumers to catch up first
 #   DRAIN_EVENTS=250000                       events queued before the drain of the ceilings step
 #   CAPACITY_STORE="1 gb"                     the store limit of the ceilings step's capacity broker
+#   SHARD_BENCH_EVENTS=60000                  events of the ceilings step's write-path benchmark (1 vs 2 shards)
 #   CEILINGS_DRAIN=1                          the ceilings step also runs the backlog fault test
 #                                             (about 1.5 GB queued first)
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
@@ -345,13 +346,17 @@ if [ -z "${SKIP_OVERHEAD:-}" ]; then step "overhead: audit on vs off" overhead; 
 # req/s), how large a backlog the broker holds (TestBacklogCapacity: a broker
 # of its own with CAPACITY_STORE of store, filled until it refuses), and how
 # fast valid apps get 202s after a cold restart of the collector (the
-# cold-start fault test). The page quotes the figures these print.
+# cold-start fault test), and the write path with one and two shards
+# (BenchmarkStore_Drain, SHARD_BENCH_EVENTS). The page quotes the figures these print.
 # CEILINGS_DRAIN=1 also runs the 1.5 GB backlog fault test.
 ceilings() {
   local ok=0
   (cd e2e && THREATVIEW_DRAIN_EVENTS="${DRAIN_EVENTS:-250000}" go test -tags fault -count=1 -timeout 30m -v \
     -run 'TestDrainBesideLiveTraffic$' ./fault/) >"$OUT/drain.log" 2>&1 || ok=1
   (cd loadtest && THREATVIEW_COPY_CEILING_URL="${EVENTS_DATABASE_URL:-}" go test -count=1 -run '^$' -bench CopyCeiling -benchtime 1x ./storage/) >"$OUT/copy-ceiling.log" 2>&1 || ok=1
+  # The write path alone, 1 vs 2 shards (two writers on disjoint apps, as
+  # two processors on two queues), v7 and v4 ids: BenchmarkStore_Drain.
+  (cd services/processor && THREATVIEW_DRAIN_BENCH_EVENTS="${SHARD_BENCH_EVENTS:-60000}" go test -count=1 -run '^$' -bench 'Store_Drain' -benchtime 1x ./postgres/) >"$OUT/shards.log" 2>&1 || ok=1
   (cd e2e && THREATVIEW_CAPACITY_STORE="${CAPACITY_STORE:-1 gb}" go test -tags fault -count=1 -timeout 20m -v \
     -run 'TestBacklogCapacity$' ./fault/) >"$OUT/capacity.log" 2>&1 || ok=1
   (cd e2e && go test -tags fault -count=1 -timeout 10m -v -run 'TestFault_ColdStartValidTokens$' ./fault/) >"$OUT/coldstart.log" 2>&1 || ok=1
@@ -359,6 +364,7 @@ ceilings() {
     (cd e2e && go test -tags fault -count=1 -timeout 30m -v -run 'TestFaultBacklogBufferedOnDisk$' ./fault/) >"$OUT/backlog.log" 2>&1 || ok=1
   fi
   { grep -hE '^BenchmarkCopyCeiling' "$OUT/copy-ceiling.log" || true
+    grep -hE '^BenchmarkStore_Drain' "$OUT/shards.log" || true
     grep -hE '(processor stopped|drain|drain CPU per event|live traffic during the drain|exactly once|rollups exact|load average after the drain|backlog capacity|store full|backlog drained from the broker|cold start): ?' \
       "$OUT/drain.log" "$OUT/capacity.log" "$OUT/backlog.log" "$OUT/coldstart.log" 2>/dev/null |
       sed -E 's/^ *[a-z_]+_test\.go:[0-9]+: //' || true
