@@ -254,7 +254,9 @@ func (h *Handler) timeline(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) overviewNumbers(w http.ResponseWriter, r *http.Request) {
-	h.rollup(w, r, func(ctx context.Context, q visualrenderer.RollupQuery) (any, error) { return h.inv.Store.Overview(ctx, q) })
+	h.rollup(w, r, func(ctx context.Context, q visualrenderer.RollupQuery) (any, error) {
+		return h.inv.Store.Overview(ctx, q)
+	})
 }
 
 func (h *Handler) mapData(w http.ResponseWriter, r *http.Request) {
