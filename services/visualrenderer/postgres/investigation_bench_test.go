@@ -204,6 +204,11 @@ func BenchmarkInvestigation(b *testing.B) {
 			return err
 		}},
 		{"map/7d", func(i int) error { _, err := s.Map(ctx, week); return err }},
+		// The analyst's home page draws the previous day's map (issue 40).
+		{"map/yesterday", func(i int) error {
+			_, err := s.Map(ctx, visualrenderer.RollupQuery{From: day.Add(-24 * time.Hour), To: day})
+			return err
+		}},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
