@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"threatview/platform/testenv"
 	"threatview/visualrenderer"
 	"threatview/visualrenderer/internal/rtest"
 	"threatview/visualrenderer/postgres"
@@ -234,30 +234,10 @@ func BenchmarkInvestigation(b *testing.B) {
 
 func isNotFound(err error) bool { return errors.Is(err, visualrenderer.ErrNotFound) }
 
-// backendCPU is the CPU time (user and system) of the PostgreSQL backends
-// connected to database db, read from /proc (the server must run on this
-// machine; 0 otherwise), in clock ticks of 10 ms.
+// backendCPU is the CPU time of the PostgreSQL backends connected to
+// database db (a read's cost: no background writers), 0 without the server
+// on this machine.
 func backendCPU(db string) time.Duration {
-	var cpu time.Duration
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		cmd, err := os.ReadFile(p)
-		if err != nil || !strings.HasPrefix(string(cmd), "postgres: ") || !strings.Contains(string(cmd), " "+db+" ") {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if err != nil {
-			continue
-		}
-		// utime and stime: fields 14 and 15 of proc(5), the 12th and 13th
-		// after the command's closing parenthesis.
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		cpu += time.Duration(u+st) * time.Second / 100
-	}
+	cpu, _ := testenv.PostgresCPU(db, false)
 	return cpu
 }

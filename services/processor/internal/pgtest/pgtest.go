@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -248,40 +245,7 @@ func UUIDv7(r *rand.Rand, t time.Time) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// BackendCPU returns the CPU time (user and system) used so far by the
-// PostgreSQL server processes of database db: its backends (their command
-// line names the database) and, since they write on the backends' behalf,
-// the WAL writer, checkpointer and background writer. It needs the server
-// on this machine (the local stack); ok is false otherwise.
-func BackendCPU(db string) (cpu time.Duration, ok bool) {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		cmd, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		c := string(cmd)
-		if !strings.HasPrefix(c, "postgres: ") {
-			continue
-		}
-		if !strings.Contains(c, " "+db+" ") && !strings.HasPrefix(c, "postgres: walwriter") &&
-			!strings.HasPrefix(c, "postgres: checkpointer") && !strings.HasPrefix(c, "postgres: background writer") {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join(filepath.Dir(p), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the command's closing parenthesis: utime and stime
-		// are the 12th and 13th (fields 14 and 15 of proc(5)).
-		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		cpu += time.Duration(u+s) * time.Second / 100 // USER_HZ
-		ok = true
-	}
-	return cpu, ok
-}
+// BackendCPU is the CPU time used so far by database db's backends and
+// the server's WAL writer, checkpointer and background writer
+// (testenv.PostgresCPU with writers).
+func BackendCPU(db string) (time.Duration, bool) { return testenv.PostgresCPU(db, true) }
