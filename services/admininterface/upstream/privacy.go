@@ -102,14 +102,28 @@ func (c Privacy) Erasure(ctx context.Context, bearer, id string) (Erasure, error
 	return out, err
 }
 
+// ErasureRequest names one erasure's subject: a device (DeviceID, with
+// Suppress) or a user (UserID, the raw id, which the privacy service
+// pseudonymises and never stores). Exactly one of DeviceID and UserID is
+// set; the blank one is left out of the request, since the service refuses
+// a request naming both.
+type ErasureRequest struct {
+	AppID    string `json:"app_id"`
+	DeviceID string `json:"device_id,omitempty"`
+	UserID   string `json:"user_id,omitempty"`
+	// Suppress must be false with UserID: the processor suppresses
+	// devices, not users, and the service refuses it.
+	Suppress bool `json:"suppress"`
+}
+
 // RequestErasure asks for a subject's erasure (POST /v1/erasures) and
-// returns its id and status. A refusal (unknown app, empty device id, an
-// erasure of the subject already queued or running) is a *ServiceError
-// that unwraps to ErrInvalid.
-func (c Privacy) RequestErasure(ctx context.Context, bearer, appID, deviceID string, suppress bool) (Erasure, error) {
+// returns its id and status. A refusal (unknown app, an empty or invalid
+// field, suppress with a user, no user id key, an erasure of the subject
+// already queued or running) is a *ServiceError that unwraps to
+// ErrInvalid.
+func (c Privacy) RequestErasure(ctx context.Context, bearer string, req ErasureRequest) (Erasure, error) {
 	var out Erasure
-	err := c.call(ctx, http.MethodPost, "/v1/erasures", nil, bearer,
-		map[string]any{"app_id": appID, "device_id": deviceID, "suppress": suppress}, &out)
+	err := c.call(ctx, http.MethodPost, "/v1/erasures", nil, bearer, req, &out)
 	return out, err
 }
 

@@ -13,13 +13,17 @@ import (
 	"threatview/admininterface/upstream"
 )
 
-// The privacy pages request erasures of a data subject (an app's device),
-// list them with their progress and failures, show each one's report, and
-// lift suppressions. Every call goes to the privacy service with the
-// person's own access token: the service lets admins only, and audits the
-// person as the actor of each request and lift. The device id travels in
-// form bodies and the service's answers, never in this site's URLs (they
-// end up in access logs and browser history).
+// The privacy pages request erasures of a data subject (an app's device,
+// or an app's user by their raw user id), list them with their progress
+// and failures, show each one's report, and lift suppressions. Every call
+// goes to the privacy service with the person's own access token: the
+// service lets admins only, and audits the person as the actor of each
+// request and lift. The device id and the user id travel in form bodies,
+// never in this site's URLs (they end up in access logs and browser
+// history). The raw user id goes no further than the pages answering the
+// person who typed it (the confirmation, a refused form) and the privacy
+// service, which keeps only its pseudonyms: the list and the report show
+// those, and nothing here logs it.
 
 // erasuresListMax is how many erasure requests the list shows (the newest).
 const erasuresListMax = 100
@@ -40,10 +44,19 @@ func shortPseudonym(p string) string {
 	return p
 }
 
-// erasureForm is the request form as typed, kept on a refusal.
+// erasureForm is the request form as typed, kept on a refusal. ByUser
+// picks the subject: the user id rather than the device id.
 type erasureForm struct {
-	AppID, DeviceID string
-	Suppress        bool
+	AppID, DeviceID, UserID string
+	ByUser, Suppress        bool
+}
+
+// subject names the form's kind of subject as the page says it.
+func (f erasureForm) subject() string {
+	if f.ByUser {
+		return "user"
+	}
+	return "device"
 }
 
 type privacyData struct {
@@ -102,36 +115,36 @@ func (s *Server) requestErasure(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// The device id is sent as typed (an id with a space is still an id);
-	// the app id has no spaces to keep.
-	f := erasureForm{AppID: strings.TrimSpace(r.PostFormValue("app_id")), DeviceID: r.PostFormValue("device_id"),
+	// The ids are sent as typed (an id with a space is still an id); the
+	// app id has no spaces to keep. Only the chosen subject's id is read:
+	// a browser without CSS :has shows both fields, and the other may
+	// still hold what was typed there.
+	f := erasureForm{AppID: strings.TrimSpace(r.PostFormValue("app_id")), ByUser: r.PostFormValue("subject") == "user",
 		Suppress: r.PostFormValue("suppress") == "yes"}
+	id := r.PostFormValue(f.subject() + "_id")
+	if f.ByUser {
+		f.UserID = id
+	} else {
+		f.DeviceID = id
+	}
 	switch {
 	case f.AppID == "":
 		s.renderPrivacy(w, r, http.StatusBadRequest, f, "", "Enter the app id. Nothing was requested.")
 		return
-	case strings.TrimSpace(f.DeviceID) == "":
-		s.renderPrivacy(w, r, http.StatusBadRequest, f, "", "Enter the device id. Nothing was requested.")
+	case strings.TrimSpace(id) == "":
+		s.renderPrivacy(w, r, http.StatusBadRequest, f, "", "Enter the "+f.subject()+" id. Nothing was requested.")
 		return
 	}
+	// The processor suppresses devices, not users, and the privacy service
+	// refuses suppress with a user id: the box is the device's option.
+	req := upstream.ErasureRequest{AppID: f.AppID, DeviceID: f.DeviceID, UserID: f.UserID, Suppress: f.Suppress && !f.ByUser}
 	if r.PostFormValue("confirm") != "yes" {
-		suppress, detail := "no", "Events of this device that arrive later are stored again."
-		if f.Suppress {
-			suppress, detail = "yes", "Events of this device still on their way or sent later are dropped (and counted) until an admin lifts the suppression."
-		}
-		s.render(w, r, http.StatusOK, "confirm", "Erase a device's data", confirmData{
-			Action:   "/privacy/erasures",
-			Question: "Erase every event of device “" + f.DeviceID + "” of app “" + f.AppID + "”?",
-			Detail: "This cannot be undone. Its events and late events are deleted from every partition, the rollups " +
-				"adjusted, audit bodies holding them redacted, and archived months rewritten without them. " + detail,
-			Button: "Erase for good", Cancel: "/privacy",
-			Fields: map[string]string{"app_id": f.AppID, "device_id": f.DeviceID, "suppress": suppress},
-		}, "", "")
+		s.confirmErasure(w, r, f, req)
 		return
 	}
-	e, err := s.deps.Privacy.RequestErasure(r.Context(), sessionOf(r).Token, f.AppID, f.DeviceID, f.Suppress)
+	e, err := s.deps.Privacy.RequestErasure(r.Context(), sessionOf(r).Token, req)
 	if err != nil {
-		if msg, status, ok := privacyRefusal(err, f.AppID); ok {
+		if msg, status, ok := privacyRefusal(err, f.AppID, f.subject()); ok {
 			s.renderPrivacy(w, r, status, f, "", msg)
 			return
 		}
@@ -142,9 +155,41 @@ func (s *Server) requestErasure(w http.ResponseWriter, r *http.Request) {
 		s.privacyFail(w, r, "Requesting the erasure", errors.New("the privacy service answered no erasure id"), true)
 		return
 	}
-	// Not the device id: it is the subject's, and logs are kept longer.
-	s.log.Info("erasure requested", "by", sessionOf(r).User.Username, "erasure_id", e.ID, "app_id", f.AppID, "suppress", f.Suppress)
+	// Not the device or user id: it is the subject's, and logs are kept
+	// longer.
+	s.log.Info("erasure requested", "by", sessionOf(r).User.Username, "erasure_id", e.ID, "app_id", f.AppID,
+		"subject", f.subject(), "suppress", req.Suppress)
 	http.Redirect(w, r, "/privacy/erasures/"+e.ID+"?done=requested", http.StatusSeeOther)
+}
+
+// confirmErasure asks before an erasure, saying what is erased for good
+// and whether the subject's later events are kept out. The id is shown as
+// typed: the person checks it before a request that cannot be undone.
+func (s *Server) confirmErasure(w http.ResponseWriter, r *http.Request, f erasureForm, req upstream.ErasureRequest) {
+	const erased = "This cannot be undone. Its events and late events are deleted from every partition, the rollups " +
+		"adjusted, audit bodies holding them redacted, and archived months rewritten without them. "
+	if f.ByUser {
+		s.render(w, r, http.StatusOK, "confirm", "Erase a user's data", confirmData{
+			Action:   "/privacy/erasures",
+			Question: "Erase every event of user “" + f.UserID + "” of app “" + f.AppID + "”?",
+			Detail: erased + "The privacy service keeps only the user id's pseudonyms, never the id. Events of this user " +
+				"sent later are stored again: suppression applies to devices only.",
+			Button: "Erase for good", Cancel: "/privacy",
+			Fields: map[string]string{"app_id": f.AppID, "subject": "user", "user_id": f.UserID},
+		}, "", "")
+		return
+	}
+	suppress, detail := "no", "Events of this device that arrive later are stored again."
+	if req.Suppress {
+		suppress, detail = "yes", "Events of this device still on their way or sent later are dropped (and counted) until an admin lifts the suppression."
+	}
+	s.render(w, r, http.StatusOK, "confirm", "Erase a device's data", confirmData{
+		Action:   "/privacy/erasures",
+		Question: "Erase every event of device “" + f.DeviceID + "” of app “" + f.AppID + "”?",
+		Detail:   erased + detail,
+		Button:   "Erase for good", Cancel: "/privacy",
+		Fields: map[string]string{"app_id": f.AppID, "subject": "device", "device_id": f.DeviceID, "suppress": suppress},
+	}, "", "")
 }
 
 type erasureData struct {
@@ -217,7 +262,7 @@ func (s *Server) liftSuppression(w http.ResponseWriter, r *http.Request) {
 			s.renderPrivacy(w, r, http.StatusNotFound, erasureForm{Suppress: true}, "", "That device is not suppressed (lifted already?). Nothing was changed.")
 			return
 		}
-		if msg, status, ok := privacyRefusal(err, app); ok {
+		if msg, status, ok := privacyRefusal(err, app, "device"); ok {
 			s.renderPrivacy(w, r, status, erasureForm{Suppress: true}, "", msg)
 			return
 		}
@@ -228,10 +273,12 @@ func (s *Server) liftSuppression(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/privacy?done=lifted", http.StatusSeeOther)
 }
 
-// privacyRefusal turns the privacy service's refusal of a request (a 4xx
-// other than who-you-are and not-found, with its error code) into what
-// the person reads, and the status to answer with.
-func privacyRefusal(err error, app string) (string, int, bool) {
+// privacyRefusal turns the privacy service's refusal of a request about
+// a subject ("device" or "user") of app (a 4xx other than who-you-are and
+// not-found, with its error code) into what the person reads, and the
+// status to answer with. A field error's message names the field and why,
+// never the value.
+func privacyRefusal(err error, app, subject string) (string, int, bool) {
 	var se *upstream.ServiceError
 	if !errors.As(err, &se) || se.Code == "" || se.Status < 400 || se.Status >= 500 ||
 		se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden || se.Status == http.StatusNotFound {
@@ -241,7 +288,7 @@ func privacyRefusal(err error, app string) (string, int, bool) {
 	case "unknown_app":
 		return "No data is stored for app “" + app + "”: check the app id. Nothing was requested.", se.Status, true
 	case "erasure_in_progress":
-		return "An erasure of this device is already queued or running (see the list below). Nothing was requested.", se.Status, true
+		return "An erasure of this " + subject + " is already queued or running (see the list below). Nothing was requested.", se.Status, true
 	}
 	return "The privacy service refused: " + se.Message + ". Nothing was changed.", se.Status, true
 }

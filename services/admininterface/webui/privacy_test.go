@@ -1,10 +1,14 @@
 package webui
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +16,7 @@ import (
 
 	"threatview/admininterface/upstream"
 	"threatview/platform/httpserver"
+	"threatview/platform/testenv"
 )
 
 // fakePrivacy is the privacy service's HTTP contract as the pages use it
@@ -25,6 +30,13 @@ type fakePrivacy struct {
 	calls        []string // method, path and bearer of every call
 	bodies       []map[string]any
 	unavailable  bool // answer 503 as the service does when its audit trail is down
+	userKeys     bool // accept erasures by user id (PRIVACY_USER_ID_KEYS set)
+}
+
+// fakePseudonym is a user id's pseudonym as the service stores it (k1:<hex>).
+func fakePseudonym(userID string) string {
+	sum := sha256.Sum256([]byte(userID))
+	return "k1:" + hex.EncodeToString(sum[:])
 }
 
 func (f *fakePrivacy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,22 +55,42 @@ func (f *fakePrivacy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.bodies = append(f.bodies, body)
 		app, _ := body["app_id"].(string)
 		dev, _ := body["device_id"].(string)
+		uid, byUser := body["user_id"].(string)
+		field := func(name, msg string) {
+			httpserver.WriteError(w, 422, "invalid", name+" "+msg, map[string]string{"field": name})
+		}
 		switch {
-		case strings.TrimSpace(dev) == "":
+		case byUser && dev != "":
+			field("user_id", "and device_id are given: an erasure names one device or one user, not both")
+			return
+		case byUser && strings.TrimSpace(uid) == "":
+			field("user_id", "is empty")
+			return
+		case byUser && body["suppress"] == true:
+			field("suppress", "cannot be true with user_id: the processor suppresses devices only, not users; leave it out or send false")
+			return
+		case byUser && !f.userKeys:
+			field("user_id", "cannot be erased: this service has no user id key (PRIVACY_USER_ID_KEYS)")
+			return
+		case !byUser && strings.TrimSpace(dev) == "":
 			httpserver.WriteError(w, 422, "invalid", "device_id is required", nil)
 			return
 		case !f.known[app]:
 			httpserver.WriteError(w, 422, "unknown_app", "no data is stored for this app_id", nil)
 			return
 		}
+		var users []string
+		if byUser {
+			users = []string{fakePseudonym(uid)}
+		}
 		for _, e := range f.erasures {
-			if e.AppID == app && e.DeviceID == dev && e.Status == "queued" {
-				httpserver.WriteError(w, 409, "erasure_in_progress", "an erasure of this device is already queued or running", nil)
+			if e.AppID == app && e.DeviceID == dev && slices.Equal(e.UserPseudonyms, users) && e.Status == "queued" {
+				httpserver.WriteError(w, 409, "erasure_in_progress", "an erasure of this device or user is already queued or running", nil)
 				return
 			}
 		}
 		e := upstream.Erasure{ID: "0190a8c2-6f7e-7c3a-9b1d-00000000000" + string(rune('0'+len(f.erasures))), AppID: app, DeviceID: dev,
-			Suppress: body["suppress"] == true, Status: "queued", RequestedBy: "ada", RequestedAt: time.Now()}
+			UserPseudonyms: users, Suppress: body["suppress"] == true, Status: "queued", RequestedBy: "ada", RequestedAt: time.Now()}
 		f.erasures = append([]upstream.Erasure{e}, f.erasures...)
 		httpserver.WriteJSON(w, 202, map[string]string{"id": e.ID, "status": e.Status})
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/erasures":
@@ -440,4 +472,120 @@ func TestPrivacy_UserErasureAndRetries(t *testing.T) {
 			t.Errorf("report lacks %q:\n%.5000s", want, page)
 		}
 	}
+}
+
+// TestPrivacy_EraseByUser requests an erasure by user id: the form offers
+// the kind of subject, only the chosen id is sent (the user's without
+// suppress), the service's field errors are shown as an alert with the form
+// kept and nothing requested, and the raw user id reaches neither the list,
+// the report nor the log: they name the user by the pseudonym the service
+// answers with.
+func TestPrivacy_EraseByUser(t *testing.T) {
+	h, fp := newPrivacyHarness(t)
+	logs := &testenv.SyncBuffer{}
+	h.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
+	const raw = "raw-user-7@example.com"
+	b := h.browser(t)
+	csrf := b.signIn("ada")
+	_, page := b.do("GET", "/privacy", nil)
+	for _, want := range []string{
+		`<legend>Erase by</legend>`, `id="subject-device" name="subject" type="radio" value="device" checked`,
+		`id="subject-user" name="subject" type="radio" value="user">`, `<label for="user_id">User ID</label>`,
+		`<span class="note" id="suppress-note">Devices only`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Fatalf("GET /privacy lacks %q:\n%.3000s", want, page)
+		}
+	}
+	// The device id typed before switching to a user stays in its field
+	// without script; the user is what is erased, and suppress (on by
+	// default) is the device's option.
+	form := url.Values{"csrf": {csrf}, "app_id": {"shop"}, "subject": {"user"}, "user_id": {raw}, "device_id": {"dev-typed-first"}, "suppress": {"yes"}}
+	confirmed := func(f url.Values) url.Values {
+		c := url.Values{"confirm": {"yes"}}
+		for k, v := range f {
+			c[k] = v
+		}
+		return c
+	}
+	lastBody := func() map[string]any {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		return fp.bodies[len(fp.bodies)-1]
+	}
+
+	t.Run("ErrNoUserKey", func(t *testing.T) {
+		resp, page := b.do("POST", "/privacy/erasures", confirmed(form))
+		want := `<p class="error" role="alert">The privacy service refused: user_id cannot be erased: this service has no user id key (PRIVACY_USER_ID_KEYS). Nothing was changed.</p>`
+		if resp.StatusCode != 422 || !strings.Contains(page, want) || !strings.Contains(page, `value="user" checked`) {
+			t.Errorf("POST with no user key = %d, want 422 with %q and the user kept:\n%.3000s", resp.StatusCode, want, page)
+		}
+		body := lastBody()
+		if _, dev := body["device_id"]; dev || body["user_id"] != raw || body["app_id"] != "shop" || body["suppress"] != false {
+			t.Errorf("sent %v, want app_id, user_id and suppress false, no device_id", body)
+		}
+	})
+	fp.mu.Lock()
+	fp.userKeys = true
+	fp.mu.Unlock()
+	t.Run("ErrEmptyUser", func(t *testing.T) {
+		before := fp.count("POST", "/v1/erasures")
+		f := confirmed(form)
+		f.Set("user_id", " ")
+		resp, page := b.do("POST", "/privacy/erasures", f)
+		if resp.StatusCode != 400 || !strings.Contains(page, `role="alert">Enter the user id. Nothing was requested.`) {
+			t.Errorf("POST with a blank user id = %d:\n%.2000s", resp.StatusCode, page)
+		}
+		if n := fp.count("POST", "/v1/erasures") - before; n != 0 {
+			t.Errorf("the privacy service was asked %d times", n)
+		}
+	})
+	t.Run("ConfirmFirst", func(t *testing.T) {
+		before := fp.count("POST", "/v1/erasures")
+		resp, page := b.do("POST", "/privacy/erasures", form)
+		for _, want := range []string{"Erase every event of user “" + raw + "” of app “shop”?", "cannot be undone",
+			"suppression applies to devices only", `name="subject" value="user"`, `name="user_id" value="` + raw + `"`} {
+			if resp.StatusCode != 200 || !strings.Contains(page, want) {
+				t.Errorf("POST without confirm = %d, lacks %q:\n%.2000s", resp.StatusCode, want, page)
+			}
+		}
+		if strings.Contains(page, `name="device_id"`) || strings.Contains(page, `name="suppress"`) {
+			t.Errorf("the confirmation carries a device id or suppress:\n%.2000s", page)
+		}
+		if n := fp.count("POST", "/v1/erasures") - before; n != 0 {
+			t.Errorf("the privacy service was asked %d times before the confirmation", n)
+		}
+	})
+	t.Run("OK", func(t *testing.T) {
+		// As the confirmation page posts it back.
+		resp, _ := b.do("POST", "/privacy/erasures", url.Values{"csrf": {csrf}, "app_id": {"shop"}, "subject": {"user"}, "user_id": {raw}, "confirm": {"yes"}})
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(loc, "/privacy/erasures/0190a8c2-") {
+			t.Fatalf("confirmed POST = %d to %q, want 303 to the report", resp.StatusCode, loc)
+		}
+		body := lastBody()
+		if len(body) != 3 || body["app_id"] != "shop" || body["user_id"] != raw || body["suppress"] != false {
+			t.Errorf("sent %v, want exactly app_id, user_id and suppress false", body)
+		}
+		pseudo := fakePseudonym(raw)
+		_, report := b.do("GET", loc, nil)
+		_, list := b.do("GET", "/privacy", nil)
+		for _, c := range []struct{ name, page, want string }{
+			{"report", report, `<dd id="erasure-subject">user, by pseudonym: <code>` + pseudo + `</code>`},
+			{"list", list, `user <code title="` + pseudo + `">` + pseudo[:11] + `…</code>`},
+		} {
+			if !strings.Contains(c.page, c.want) || strings.Contains(c.page, raw) {
+				t.Errorf("%s lacks %q or shows the raw user id:\n%.5000s", c.name, c.want, c.page)
+			}
+		}
+		if l := logs.String(); !strings.Contains(l, `"msg":"erasure requested"`) || !strings.Contains(l, `"subject":"user"`) || strings.Contains(l, raw) {
+			t.Errorf("log lacks the request or holds the raw user id:\n%s", l)
+		}
+	})
+	t.Run("ErrInProgress", func(t *testing.T) {
+		resp, page := b.do("POST", "/privacy/erasures", confirmed(form))
+		if resp.StatusCode != 409 || !strings.Contains(page, "An erasure of this user is already queued or running") {
+			t.Errorf("second request = %d:\n%.2000s", resp.StatusCode, page)
+		}
+	})
 }
