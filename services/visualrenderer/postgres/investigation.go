@@ -326,26 +326,22 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 	return n, err
 }
 
-// Map implements visualrenderer.Investigator. Over all apps the events come
-// from the summary over apps; one app's rows are found by its key.
+// Map implements visualrenderer.Investigator. One app's rows are found by
+// its key in the per-app tables. Over all apps the counts over apps
+// (migration events 000018) answer: one day is read as counted (a few
+// hundred rows), several days count the distinct devices over the day's
+// sightings over all apps.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
-	geo, app := "facts.inv_geo_daily_all", "$4 = ''"
-	if q.AppID != "" {
-		geo, app = "facts.inv_geo_daily", "app_id = $4 AND "+daysIn
+	byCountry, byCell := mapOverApps()
+	switch {
+	case q.AppID != "":
+		byCountry, byCell = mapOfApp()
+	case q.To.Sub(q.From) <= 24*time.Hour:
+		byCountry, byCell = mapOfDay()
 	}
-	byCountry := `SELECT country, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND ($4 = '' OR app_id = $4 AND ` + daysIn + `) GROUP BY 1`
-	byCell := `SELECT cell, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell <> '' AND ($4 = '' OR app_id = $4 AND ` + daysIn + `)
-			GROUP BY 1 HAVING count(DISTINCT device_id) >= $5`
-	// sql: geo, app, byCountry and byCell are the constants above; every value is an argument.
-	rows, err := s.pool.Query(ctx, `WITH ev AS (
-			SELECT country, sum(events) AS events FROM `+geo+`
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND `+app+` GROUP BY 1
-		), dev AS (`+byCountry+`)
-		SELECT ev.country::text, ev.events, coalesce(dev.devices, 0) FROM ev LEFT JOIN dev USING (country)
-		ORDER BY 2 DESC, 1`, q.From, q.To, q.Threat, q.AppID)
+	// sql: byCountry and byCell are the constants of the functions above; every value is an argument.
+	rows, err := s.pool.Query(ctx, byCountry, q.From, q.To, q.Threat, q.AppID)
 	if err != nil {
 		return m, unavailable("map", err)
 	}
@@ -360,12 +356,7 @@ func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualre
 	rows.Close()
 	// A cell is shown only when at least K distinct devices were in it.
 	// sql: as above.
-	rows, err = s.pool.Query(ctx, `WITH dev AS (`+byCell+`), ev AS (
-			SELECT cell, sum(events) AS events FROM `+geo+`
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND cell IN (SELECT cell FROM dev) AND `+app+` GROUP BY 1
-		)
-		SELECT dev.cell, coalesce(ev.events, 0), dev.devices FROM dev LEFT JOIN ev USING (cell) ORDER BY 2 DESC, 1`,
-		q.From, q.To, q.Threat, q.AppID, q.K)
+	rows, err = s.pool.Query(ctx, byCell, q.From, q.To, q.Threat, q.AppID, q.K)
 	if err != nil {
 		return m, unavailable("map", err)
 	}
@@ -385,6 +376,60 @@ func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualre
 		return m, unavailable("map", err)
 	}
 	return m, nil
+}
+
+// The map's two queries ($1, $2 the days, $3 the threat type, blank for
+// any event, $4 the app, blank for all; the cells' $5 is K): the countries
+// with their events and distinct devices, and the grid cells with at least
+// K distinct devices (a cell is shown only then), each busiest first.
+
+// mapOfApp reads one app's rows of the per-app tables, entered by its key
+// once per day.
+func mapOfApp() (byCountry, byCell string) {
+	dev := `SELECT %s, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+		WHERE day >= $1 AND day < $2 AND threat = $3 AND app_id = $4 AND ` + daysIn
+	ev := `SELECT %s, sum(events) AS events FROM facts.inv_geo_daily
+		WHERE day >= $1 AND day < $2 AND threat = $3 AND app_id = $4 AND ` + daysIn
+	return mapJoin(fmt.Sprintf(ev, "country")+` GROUP BY 1`, fmt.Sprintf(dev, "country")+` GROUP BY 1`),
+		mapCells(fmt.Sprintf(dev, "cell")+` AND cell <> '' GROUP BY 1 HAVING count(DISTINCT device_id) >= $5`,
+			fmt.Sprintf(ev, "cell"))
+}
+
+// mapOverApps counts the distinct devices of several days over the
+// sightings over all apps (a place is a country or, with a comma, a cell);
+// the events are the counts over apps.
+func mapOverApps() (byCountry, byCell string) {
+	dev := `SELECT place AS %s, count(DISTINCT device_id) AS devices FROM facts.inv_geo_devices_all
+		WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' AND place %s LIKE '%%,%%' GROUP BY 1`
+	return mapJoin(`SELECT country::text, sum(events) AS events FROM facts.inv_geo_country_all
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country", "NOT")),
+		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING count(DISTINCT device_id) >= $5`,
+			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
+}
+
+// mapOfDay reads a range holding at most one day over all apps as
+// counted: one row per country and per cell.
+func mapOfDay() (byCountry, byCell string) {
+	dev := `SELECT place AS %s, devices FROM facts.inv_geo_place_devices_all
+		WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' AND place %s LIKE '%%,%%'`
+	return mapJoin(`SELECT country::text, events FROM facts.inv_geo_country_all
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`, fmt.Sprintf(dev, "country", "NOT")),
+		mapCells(fmt.Sprintf(dev, "cell", "")+` AND devices >= $5`,
+			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
+}
+
+// mapJoin lists the countries with events and their devices.
+func mapJoin(ev, dev string) string {
+	return `WITH ev AS (` + ev + `), dev AS (` + dev + `)
+		SELECT ev.country::text, ev.events, coalesce(dev.devices, 0) FROM ev LEFT JOIN dev ON dev.country = ev.country::text
+		ORDER BY 2 DESC, 1`
+}
+
+// mapCells lists the cells of dev (at least K devices) with their events
+// (ev, whose WHERE the cell condition extends).
+func mapCells(dev, ev string) string {
+	return `WITH dev AS (` + dev + `), ev AS (` + ev + ` AND cell IN (SELECT cell FROM dev) GROUP BY 1)
+		SELECT dev.cell, coalesce(ev.events, 0), dev.devices FROM dev LEFT JOIN ev USING (cell) ORDER BY 2 DESC, 1`
 }
 
 // ThreatReport implements visualrenderer.Investigator.

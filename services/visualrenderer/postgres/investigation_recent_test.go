@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"threatview/platform/testenv"
 	"threatview/visualrenderer"
 	"threatview/visualrenderer/internal/rtest"
 	"threatview/visualrenderer/postgres"
@@ -169,20 +170,9 @@ func TestStore_RecentExact(t *testing.T) {
 			}
 		}
 	}
-	if n := count(`SELECT count(*) FROM (
-			SELECT day, threat, dim, key, sum(count) AS count FROM facts.inv_threat_daily GROUP BY 1, 2, 3, 4
-		) a FULL JOIN facts.inv_threat_daily_all b USING (day, threat, dim, key)
-		WHERE a.count IS DISTINCT FROM b.count AND coalesce(a.count, b.count) <> 0`); n != 0 {
-		t.Errorf("%d keys of inv_threat_daily_all differ from inv_threat_daily summed over apps", n)
-	}
-	if n := count(`SELECT count(*) FROM (
-			SELECT day, threat, country, cell, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4
-		) a FULL JOIN facts.inv_geo_daily_all b USING (day, threat, country, cell)
-		WHERE a.events IS DISTINCT FROM b.events AND coalesce(a.events, b.events) <> 0`); n != 0 {
-		t.Errorf("%d keys of inv_geo_daily_all differ from inv_geo_daily summed over apps", n)
-	}
-	if n := count(`SELECT (SELECT count(*) FROM facts.inv_threat_daily_all WHERE count = 0) +
-			(SELECT count(*) FROM facts.inv_geo_daily_all WHERE events = 0)`); n != 0 {
-		t.Errorf("%d keys of the summaries over apps left at zero by the deletions", n)
+	for _, c := range testenv.InvSummaryChecks {
+		if n := count(c.Query); n != 0 {
+			t.Errorf("%s: %d keys differ from the day tables", c.Name, n)
+		}
 	}
 }

@@ -1,0 +1,151 @@
+-- +goose Up
+-- The map of one day over all apps from a few hundred rows, not from every
+-- device seen that day (issue 40's bound: the analyst's home page draws the
+-- previous day's map; docs/investigation.md, "Performance").
+--
+-- Distinct devices per country and per grid cell are not sums of per-app
+-- figures (a device may show in two apps, or in two cells of one country),
+-- so they are counted over the day's sightings over all apps. A place is a
+-- country (its two letters) or a grid cell ("lat,lon": the comma tells
+-- them apart; events without a location have no cell and count in their
+-- country only).
+--   inv_geo_devices_all       one row per day, threat type ('' for any
+--                             event), place and device. Its primary key
+--                             makes "first sighting over all apps" an ON
+--                             CONFLICT DO NOTHING, exact with two writers at
+--                             once (the second waits for the first's row).
+--   inv_geo_place_devices_all the distinct devices per day, threat type
+--                             and place: the set's rows counted.
+--   inv_geo_country_all       events per day, threat type and country over
+--                             all apps (inv_geo_daily_all's, summed over
+--                             cells).
+-- Statement triggers on inv_device_days (devices) and inv_geo_daily (events)
+-- keep them, so every writer of the day tables (the processor, an erasure,
+-- a processor of the previous release during an upgrade) keeps them exact
+-- without knowing them. A write adds rows here only for a device's first
+-- sighting in a day, country and cell in its app (inv_device_days' own new
+-- rows), never per event.
+CREATE TABLE facts.inv_geo_devices_all (
+    day       date NOT NULL,
+    threat    text NOT NULL,
+    place     text NOT NULL,
+    device_id text NOT NULL,
+    PRIMARY KEY (day, threat, place, device_id)
+);
+CREATE TABLE facts.inv_geo_place_devices_all (
+    day     date   NOT NULL,
+    threat  text   NOT NULL,
+    place   text   NOT NULL,
+    devices bigint NOT NULL,
+    PRIMARY KEY (day, threat, place)
+);
+CREATE TABLE facts.inv_geo_country_all (
+    day     date    NOT NULL,
+    threat  text    NOT NULL,
+    country char(2) NOT NULL,
+    events  bigint  NOT NULL,
+    PRIMARY KEY (day, threat, country)
+);
+
+-- +goose StatementBegin
+-- inv_geo_devices_add records the places of the devices' new day rows and
+-- counts the first sightings over all apps.
+CREATE FUNCTION facts.inv_geo_devices_add() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WITH ins AS (
+        INSERT INTO facts.inv_geo_devices_all (day, threat, place, device_id)
+        SELECT DISTINCT n.day, n.threat, p.place, n.device_id
+        FROM inv_new n, LATERAL (VALUES (n.country::text), (nullif(n.cell, ''))) p(place)
+        WHERE p.place IS NOT NULL
+        ORDER BY 1, 2, 3, 4
+        ON CONFLICT DO NOTHING
+        RETURNING day, threat, place
+    )
+    INSERT INTO facts.inv_geo_place_devices_all AS r (day, threat, place, devices)
+    SELECT day, threat, place, count(*) FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (day, threat, place) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
+    RETURN NULL;
+END
+$$;
+
+-- inv_geo_devices_forget removes the sightings no day row supports any more
+-- (an erasure deleted the device's last row in the day and place in every
+-- app) and takes them off the counts; a place left with none goes. The
+-- remaining rows are found by the privacy service's index on (app_id,
+-- device_id), one descent per app with events (facts.inv_apps), as the
+-- recency triggers find them.
+CREATE FUNCTION facts.inv_geo_devices_forget() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    WITH del AS (
+        DELETE FROM facts.inv_geo_devices_all s USING (
+            SELECT DISTINCT o.day, o.threat, p.place, o.device_id
+            FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)
+            WHERE p.place IS NOT NULL) g
+        WHERE (s.day, s.threat, s.place, s.device_id) = (g.day, g.threat, g.place, g.device_id)
+          AND NOT EXISTS (SELECT 1 FROM facts.inv_device_days d
+            WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.device_id = g.device_id
+              AND d.day = g.day AND d.threat = g.threat AND g.place IN (d.country::text, d.cell))
+        RETURNING s.day, s.threat, s.place
+    )
+    UPDATE facts.inv_geo_place_devices_all r SET devices = r.devices - x.n
+    FROM (SELECT day, threat, place, count(*) AS n FROM del GROUP BY 1, 2, 3) x
+    WHERE (r.day, r.threat, r.place) = (x.day, x.threat, x.place);
+    -- A second statement, which sees the counts just updated.
+    DELETE FROM facts.inv_geo_place_devices_all r USING (
+        SELECT DISTINCT o.day, o.threat, p.place
+        FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)) g
+    WHERE r.devices = 0 AND (r.day, r.threat, r.place) = (g.day, g.threat, g.place);
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- Writers wait while the tables are filled from what the day tables hold
+-- and the triggers are made, so no sighting is missed or counted twice.
+LOCK TABLE facts.inv_device_days, facts.inv_geo_daily IN SHARE ROW EXCLUSIVE MODE;
+INSERT INTO facts.inv_geo_devices_all (day, threat, place, device_id)
+SELECT DISTINCT d.day, d.threat, p.place, d.device_id
+FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+WHERE p.place IS NOT NULL;
+INSERT INTO facts.inv_geo_place_devices_all (day, threat, place, devices)
+SELECT day, threat, place, count(*) FROM facts.inv_geo_devices_all GROUP BY 1, 2, 3;
+INSERT INTO facts.inv_geo_country_all (day, threat, country, events)
+SELECT day, threat, country, sum(events) FROM facts.inv_geo_daily GROUP BY 1, 2, 3;
+
+CREATE TRIGGER inv_geo_devices_add AFTER INSERT ON facts.inv_device_days
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_add();
+CREATE TRIGGER inv_geo_devices_forget AFTER DELETE ON facts.inv_device_days
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_forget();
+-- The countries' events as migration 000015 keeps the cells'.
+CREATE TRIGGER inv_geo_country_all_insert AFTER INSERT ON facts.inv_geo_daily
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_country_all', 'day, threat, country', 'events');
+CREATE TRIGGER inv_geo_country_all_update AFTER UPDATE ON facts.inv_geo_daily
+    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_country_all', 'day, threat, country', 'events');
+CREATE TRIGGER inv_geo_country_all_delete AFTER DELETE ON facts.inv_geo_daily
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
+        'facts.inv_geo_country_all', 'day, threat, country', 'events');
+
+-- The renderer reads them; the writers reach them through the triggers,
+-- which run as their owner.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
+        GRANT SELECT ON facts.inv_geo_devices_all, facts.inv_geo_place_devices_all, facts.inv_geo_country_all TO threatview_ro;
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+DROP TRIGGER inv_geo_country_all_delete ON facts.inv_geo_daily;
+DROP TRIGGER inv_geo_country_all_update ON facts.inv_geo_daily;
+DROP TRIGGER inv_geo_country_all_insert ON facts.inv_geo_daily;
+DROP TRIGGER inv_geo_devices_forget ON facts.inv_device_days;
+DROP TRIGGER inv_geo_devices_add ON facts.inv_device_days;
+DROP FUNCTION facts.inv_geo_devices_forget(), facts.inv_geo_devices_add();
+DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_devices_all, facts.inv_geo_devices_all;

@@ -1,0 +1,31 @@
+package testenv
+
+// InvSummaryChecks are the investigation summaries over apps (migrations
+// events 000015 and 000018, kept by triggers on the per-app day tables),
+// each as a query counting the keys that differ from a recount of the day
+// tables: 0 when exact. The processor's writes and the renderer's readers
+// check the same definitions.
+var InvSummaryChecks = []struct{ Name, Query string }{
+	{"threats over apps", `SELECT count(*) FROM (
+			SELECT day, threat, dim, key, sum(count) AS count FROM facts.inv_threat_daily GROUP BY 1, 2, 3, 4
+		) a FULL JOIN facts.inv_threat_daily_all b USING (day, threat, dim, key)
+		WHERE coalesce(a.count, 0) <> coalesce(b.count, 0)`},
+	{"cells' events over apps", `SELECT count(*) FROM (
+			SELECT day, threat, country, cell, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4
+		) a FULL JOIN facts.inv_geo_daily_all b USING (day, threat, country, cell)
+		WHERE coalesce(a.events, 0) <> coalesce(b.events, 0)`},
+	{"places' devices over apps", `SELECT count(*) FROM (
+			SELECT d.day, d.threat, p.place, count(DISTINCT d.device_id) AS devices
+			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
+		) a FULL JOIN facts.inv_geo_place_devices_all b USING (day, threat, place)
+		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
+	{"countries' events over apps", `SELECT count(*) FROM (
+			SELECT day, threat, country, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3
+		) a FULL JOIN facts.inv_geo_country_all b USING (day, threat, country)
+		WHERE coalesce(a.events, 0) <> coalesce(b.events, 0)`},
+	{"keys left at zero", `SELECT (SELECT count(*) FROM facts.inv_threat_daily_all WHERE count = 0) +
+			(SELECT count(*) FROM facts.inv_geo_daily_all WHERE events = 0) +
+			(SELECT count(*) FROM facts.inv_geo_country_all WHERE events = 0) +
+			(SELECT count(*) FROM facts.inv_geo_place_devices_all WHERE devices = 0)`},
+}
