@@ -69,7 +69,7 @@ func TestConformance_Privacy(t *testing.T) {
 	c.want("a bad limit", st, 422, b)
 	st, b = c.call(true, "GET", "/v1/suppressions", env.AdminKey, nil, nil)
 	c.want("the suppressions", st, 200, b)
-	// The job waits out the settle time and the aggregator's backlog.
+	// The job waits out the settle time.
 	if err := e2etest.WaitFor(3*time.Minute, func() (bool, error) {
 		st, b := c.call(true, "GET", "/v1/erasures/"+acc.ID, env.AdminKey, nil, nil)
 		var e struct{ Status string }

@@ -103,7 +103,7 @@ func TestFaultBacklogBufferedOnDisk(t *testing.T) {
 	if ev.Missing != 0 || ev.Duplicated != 0 || ev.Distinct != len(ids) {
 		t.Errorf("accepted %d events (%d distinct): %d stored, %d missing, %d stored twice", len(ids), ev.Distinct, ev.Stored, ev.Missing, ev.Duplicated)
 	}
-	mismatch, err := rollupsExact(ctx, env.EventsURL, 2*time.Minute)
+	mismatch, err := rollupsExact(ctx, env.EventsURL)
 	if err != nil {
 		t.Errorf("rollups: %v", err)
 	} else if len(mismatch) > 0 {

@@ -122,7 +122,7 @@ func TestDrainBesideLiveTraffic(t *testing.T) {
 	} else {
 		t.Logf("exactly once: %d accepted events (backlog and live) stored once each", len(all))
 	}
-	mismatch, err := rollupsExact(ctx, env.EventsURL, 5*time.Minute)
+	mismatch, err := rollupsExact(ctx, env.EventsURL)
 	if err != nil {
 		t.Errorf("rollups: %v", err)
 	} else if len(mismatch) > 0 {

@@ -347,8 +347,8 @@ func runFault(t *testing.T, env e2etest.Env, cfg settings, f fault, app e2etest.
 	// its outcome was unknown, and then all of it or nothing.
 	r.oneOutcome = checkOneOutcome(t, ctx, pool, audit, app.ID, since, outs, 60*time.Second)
 
-	// Rollups equal count(*) once the aggregator has folded every fact.
-	mismatch, err := rollupsExact(ctx, env.EventsURL, 120*time.Second)
+	// Rollups equal count(*) at every commit.
+	mismatch, err := rollupsExact(ctx, env.EventsURL)
 	switch {
 	case err != nil:
 		t.Errorf("rollups: %v", err)
@@ -367,52 +367,23 @@ func runFault(t *testing.T, env e2etest.Env, cfg settings, f fault, app e2etest.
 }
 
 // rollupsExact compares every rollup table with count(*) over the events
-// (verify.CheckRollups) inside one repeatable-read snapshot in which the
-// aggregator's queues are empty, so concurrent writers cannot make a
-// transient difference look like an error. It retries until d has passed.
-func rollupsExact(ctx context.Context, url string, d time.Duration) ([]string, error) {
+// (verify.CheckRollups) inside one repeatable-read snapshot. The processor
+// folds the rollups in the transaction that stores the events, so in any
+// snapshot they are exact or wrong for good: there is nothing to wait for.
+func rollupsExact(ctx context.Context, url string) ([]string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(context.Background())
-	deadline := time.Now().Add(d)
-	var last []string
-	for {
-		mismatch, pending, err := rollupsOnce(ctx, conn)
-		if err != nil {
-			return nil, err
-		}
-		if pending == 0 && len(mismatch) == 0 {
-			return nil, nil
-		}
-		last = mismatch
-		if pending > 0 {
-			last = append(last, fmt.Sprintf("%d facts still pending", pending))
-		}
-		if time.Now().After(deadline) {
-			return last, nil
-		}
-		time.Sleep(time.Second)
-	}
-}
-
-func rollupsOnce(ctx context.Context, conn *pgx.Conn) ([]string, int64, error) {
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // read-only
-	var pending int64
-	if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM facts.facts_to_process) + (SELECT count(*) FROM facts.aggregate_staging)`).Scan(&pending); err != nil {
-		return nil, 0, err
-	}
-	if pending > 0 {
-		return nil, pending, nil
-	}
 	rs, diff, err := verify.CheckRollups(ctx, tx.Conn())
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var out []string
 	for _, r := range rs {
@@ -423,7 +394,7 @@ func rollupsOnce(ctx context.Context, conn *pgx.Conn) ([]string, int64, error) {
 	if diff != 0 {
 		out = append(out, fmt.Sprintf("events and facts differ by %d rows", diff))
 	}
-	return out, 0, nil
+	return out, nil
 }
 
 // report logs the table and writes it to CHAOS_REPORT when set.

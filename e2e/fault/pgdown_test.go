@@ -77,7 +77,7 @@ func TestFaultPostgresDownForAMinute(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	storedOnceNoneDeadLettered(t, ctx, conn, env, ids, dlqBefore)
-	mismatch, err := rollupsExact(ctx, env.EventsURL, 2*time.Minute)
+	mismatch, err := rollupsExact(ctx, env.EventsURL)
 	if err != nil {
 		t.Errorf("rollups: %v", err)
 	} else if len(mismatch) > 0 {

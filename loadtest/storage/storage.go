@@ -36,8 +36,6 @@ type Snapshot struct {
 var PostgresTables = []string{
 	"events.events",
 	"facts.facts",
-	"facts.facts_to_process",
-	"facts.aggregate_staging",
 	"facts.device_models_dim",
 	"facts.events_by_country_per_hour",
 	"facts.events_by_country_per_day",
@@ -258,10 +256,6 @@ func ReferencePerDay(name string) string {
 		return "~8 GB"
 	case name == "facts.facts":
 		return "~3 GB"
-	case name == "facts.aggregate_staging":
-		return "~3 GB"
-	case name == "facts.facts_to_process":
-		return "~2 GB"
 	case strings.HasPrefix(name, "facts.events_by_"):
 		return "< 1 MB"
 	case strings.HasSuffix(name, "audit_events"):

@@ -186,30 +186,6 @@ var rollups = func() []rollupDef {
 	return out
 }()
 
-// WaitDrained waits until facts.facts_to_process and facts.aggregate_staging
-// are empty (the aggregator has folded every fact), up to wait.
-func WaitDrained(ctx context.Context, conn *pgx.Conn, wait time.Duration, logf func(string, ...any)) (int64, error) {
-	deadline := time.Now().Add(wait)
-	for {
-		var n int64
-		err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM facts.facts_to_process) + (SELECT count(*) FROM facts.aggregate_staging)`).Scan(&n)
-		if err != nil {
-			return 0, fmt.Errorf("count pending facts: %w", err)
-		}
-		if n == 0 || time.Now().After(deadline) {
-			return n, nil
-		}
-		if logf != nil {
-			logf("verify: %d facts not yet folded into rollups; waiting", n)
-		}
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
-}
-
 // CheckRollups compares every rollup row with a count(*) over events.events
 // for the same app, bucket and key (the device model through the dimension
 // table, threat types from the payload), every summary over all apps with

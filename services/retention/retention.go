@@ -13,9 +13,7 @@
 //
 // Managed tables: events.events and facts.facts (events DB, partitioned by
 // month of received_at) and audit_events (audit DB, partitioned by month of
-// time). The rollups facts.events_by_* are small and kept forever;
-// facts.facts_to_process and facts.aggregate_staging are queues emptied by
-// the aggregator, not time-partitioned, so neither job touches them.
+// time). The rollups facts.events_by_* are small and kept forever.
 //
 // Retention of N months (N ≥ 1) in month M keeps the partitions of M and the
 // N months before it and drops those of M-N-1 and older: a partition goes

@@ -23,7 +23,6 @@ var errVerifyFailed = errors.New("verification failed")
 type VerifyResult struct {
 	Manifest         verify.Manifest `json:"manifest"`
 	Events           verify.Events   `json:"events"`
-	PendingFacts     int64           `json:"pending_facts"`
 	Rollups          []verify.Rollup `json:"rollups"`
 	EventsMinusFacts int64           `json:"events_minus_facts"`
 	Audit            *verify.Audit   `json:"audit,omitempty"`
@@ -68,7 +67,7 @@ func cmdVerify(ctx context.Context, args []string, getenv func(string) string, s
 	in := fs.String("in", defaultOut(getenv), "directory holding run.json and ids.txt (written by run), or sweep.json and sweep-ids.txt (written by sweep)")
 	of := fs.String("of", "run", "what to verify: run (run.json; writes verify.json, verify.md) or sweep (sweep.json; writes sweep-verify.json, sweep-verify.md)")
 	out := fs.String("out", "", "directory for the results (default: -in)")
-	wait := fs.Duration("wait", 2*time.Minute, "how long to wait for the processor, the aggregator and the audit worker")
+	wait := fs.Duration("wait", 2*time.Minute, "how long to wait for the processor and the audit worker")
 	noAudit := fs.Bool("no-audit", false, "skip the audit check")
 	rollups := fs.Bool("rollups", true, "compare every rollup with count(*) over all stored events, and events.events with facts.facts (minutes on a database of millions of events)")
 	if err := fs.Parse(args); err != nil {
@@ -94,9 +93,6 @@ func cmdVerify(ctx context.Context, args []string, getenv func(string) string, s
 
 	res := VerifyResult{Manifest: m}
 	if res.Events, err = verify.CheckEvents(ctx, conn, ids, *wait, logf); err != nil {
-		return err
-	}
-	if res.PendingFacts, err = verify.WaitDrained(ctx, conn, *wait, logf); err != nil {
 		return err
 	}
 	if *rollups {
@@ -176,9 +172,6 @@ func verifyProblems(r VerifyResult, idsInFile, acceptedEvents int) []string {
 	if e.FactsOff > 0 {
 		p = append(p, fmt.Sprintf("%d stored events without exactly one fact", e.FactsOff))
 	}
-	if r.PendingFacts > 0 {
-		p = append(p, fmt.Sprintf("%d facts still waiting for the aggregator", r.PendingFacts))
-	}
 	for _, x := range r.Rollups {
 		if x.Mismatched > 0 {
 			p = append(p, fmt.Sprintf("%s: %d buckets differ from count(*)", x.Table, x.Mismatched))
@@ -204,7 +197,6 @@ func verifyMD(r VerifyResult) string {
 	row("lost events", 0, int64(e.Missing), e.Missing == 0)
 	row("duplicated events", 0, int64(e.Duplicated), e.Duplicated == 0)
 	row("stored events without exactly one fact", 0, int64(e.FactsOff), e.FactsOff == 0)
-	row("facts not yet aggregated", 0, r.PendingFacts, r.PendingFacts == 0)
 	mism, buckets := 0, 0
 	for _, x := range r.Rollups {
 		mism += x.Mismatched

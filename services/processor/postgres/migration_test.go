@@ -3,9 +3,11 @@ package postgres_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 
@@ -22,15 +24,7 @@ import (
 func TestMigration000014_FoldsTheQueue(t *testing.T) {
 	url := testenv.MustPostgres(t)
 	ctx := context.Background()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("../../../migrations/events"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := eventsMigrations(t, url)
 	if _, err := p.UpTo(ctx, 13); err != nil {
 		t.Fatalf("migrate up to 000013: %v", err)
 	}
@@ -56,8 +50,9 @@ func TestMigration000014_FoldsTheQueue(t *testing.T) {
 			t.Fatalf("%.60s: %v", q, err)
 		}
 	}
-	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
-		t.Fatalf("migrate up: %v", err)
+	// 000019 drops the queue; the fold is checked where 000014 left it.
+	if _, err := p.ApplyVersion(ctx, 14, true); err != nil {
+		t.Fatalf("apply 000014: %v", err)
 	}
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -68,8 +63,92 @@ func TestMigration000014_FoldsTheQueue(t *testing.T) {
 		t.Fatalf("queue holds %d rows after the migration, want 0", n)
 	}
 	pgtest.AssertRollupsExact(t, pool, 300)
-	if _, err := pool.Exec(ctx, `INSERT INTO facts.facts_to_process (occurred_at, app_id, country, device_model_id, os, threats)
-		VALUES (now(), 'a', 'DE', 1, 'iOS', '{}')`); err == nil {
+	if _, err := pool.Exec(ctx, queueInsert); err == nil {
 		t.Fatal("an older processor's insert into the queue was accepted, want it refused")
+	}
+	if _, err := migrations.Up(ctx, db, migrations.Events); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	pgtest.AssertRollupsExact(t, pool, 300)
+}
+
+// eventsMigrations opens the database at url (closed at cleanup) and the
+// events migrations over it, each applied or undone on its own.
+func eventsMigrations(t *testing.T, url string) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("../../../migrations/events"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p
+}
+
+// queueInsert is what a processor older than migration 000014 wrote per
+// event besides the event and its fact.
+const queueInsert = `INSERT INTO facts.facts_to_process (occurred_at, app_id, country, device_model_id, os, threats)
+	VALUES (now(), 'a', 'DE', 1, 'iOS', '{}')`
+
+// TestMigration000019_DropsTheQueue: the aggregator's queue and staging
+// table are gone, with the queue's refusal trigger; a processor older than
+// 000014 still running fails its batch with an undefined table (SQLSTATE
+// 42P01, which it retries as it retried 000014's refusal) and writes
+// nothing. Down restores both tables as 000014 left them (empty, inserts
+// refused, the services' grants), and Up refuses to drop rows no rollup
+// counts.
+func TestMigration000019_DropsTheQueue(t *testing.T) {
+	url, pool := pgtest.MustEventsDB(t)
+	ctx := context.Background()
+	gone := func() bool {
+		t.Helper()
+		return pgtest.Count(t, pool, `SELECT count(*) FROM (VALUES (to_regclass('facts.facts_to_process')::oid), (to_regclass('facts.aggregate_staging')::oid),
+			(to_regprocedure('facts.refuse_queue_insert()')::oid)) AS v(o) WHERE o IS NOT NULL`) == 0
+	}
+	if !gone() {
+		t.Fatal("the queue, the staging table or the refusal trigger's function exists after migrating, want all gone")
+	}
+	var pgErr *pgconn.PgError
+	if _, err := pool.Exec(ctx, queueInsert); !errors.As(err, &pgErr) || pgErr.Code != "42P01" {
+		t.Fatalf("an older processor's insert into the queue: %v, want SQLSTATE 42P01", err)
+	}
+
+	_, p := eventsMigrations(t, url)
+	if _, err := p.ApplyVersion(ctx, 19, false); err != nil {
+		t.Fatalf("down 000019: %v", err)
+	}
+	if gone() {
+		t.Fatal("down 000019 did not restore the queue, the staging table and the refusal")
+	}
+	if _, err := pool.Exec(ctx, queueInsert); !errors.As(err, &pgErr) || pgErr.Code != "P0001" {
+		t.Fatalf("insert into the restored queue: %v, want refused (SQLSTATE P0001)", err)
+	}
+	// A role the cluster lacks is not checked (000091 grants to those that exist).
+	grants := map[string][]string{"threatview_processor": {"SELECT", "INSERT", "UPDATE"}, "threatview_privacy": {"SELECT", "UPDATE", "DELETE"}, "threatview_ro": {"SELECT"}}
+	for role, privs := range grants {
+		for _, table := range []string{"facts.facts_to_process", "facts.aggregate_staging"} {
+			for _, priv := range privs {
+				if n := pgtest.Count(t, pool, `SELECT count(*) FROM pg_roles WHERE rolname = $1 AND NOT has_table_privilege(rolname, $2, $3)`, role, table, priv); n != 0 {
+					t.Errorf("after down 000019, %s lacks %s on %s", role, priv, table)
+				}
+			}
+		}
+	}
+
+	if _, err := pool.Exec(ctx, `INSERT INTO facts.aggregate_staging (occurred_at, app_id, country, device_model_id, os, threats)
+		VALUES (now(), 'a', 'DE', 1, 'iOS', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ApplyVersion(ctx, 19, true); err == nil || gone() {
+		t.Fatalf("up 000019 over a staged row: %v, want refused with both tables kept", err)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE facts.aggregate_staging`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ApplyVersion(ctx, 19, true); err != nil || !gone() {
+		t.Fatalf("up 000019 again: %v, want both tables dropped", err)
 	}
 }

@@ -19,8 +19,7 @@ import (
 )
 
 // Tables are the monthly-partitioned tables of the events DB. The rollups
-// (facts.events_by_*) are small and kept; facts.facts_to_process and
-// facts.aggregate_staging are queues, not partitioned by time.
+// (facts.events_by_*) are small and kept.
 var Tables = []string{"events.events", "facts.facts"}
 
 // lockKey is the advisory lock both retention jobs take on the events DB.

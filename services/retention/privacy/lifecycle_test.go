@@ -50,7 +50,7 @@ func newLifecycle(t *testing.T) *lifecycle {
 // run starts a runner (settle 0, polling every 20 ms) until the test ends.
 func (l *lifecycle) run(t *testing.T, redactor privacy.Redactor, cfg privacy.RunnerConfig) {
 	t.Helper()
-	cfg.BatchRows, cfg.AggregateWait = 100, time.Second
+	cfg.BatchRows = 100
 	if cfg.Poll == 0 {
 		cfg.Poll = 20 * time.Millisecond
 	}

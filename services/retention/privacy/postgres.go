@@ -294,30 +294,6 @@ func (p *PG) Suppress(ctx context.Context, e *Erasure) (time.Time, error) {
 	return since, nil
 }
 
-// WaitAggregated waits until the aggregator has folded every fact queued
-// before t (facts.facts_to_process holds none enqueued at or before t), so
-// the subject's facts are all in the rollups before they are subtracted.
-func (p *PG) WaitAggregated(ctx context.Context, t time.Time, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		var pending bool
-		if err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM facts.facts_to_process WHERE enqueued_at <= $1)`, t).Scan(&pending); err != nil {
-			return unavailable("aggregation backlog", err)
-		}
-		if !pending {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the aggregator has not folded the facts queued before %s within %s: %w", t.Format(time.RFC3339), timeout, ErrUnavailable)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
 // eraseSettings start every erasure transaction: a lock waited for at
 // most 5 s, and index probes rather than hashes or sorts of whole
 // partitions.
@@ -363,10 +339,11 @@ WITH victims AS (
 SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM kept)`
 
 // decrementSQL subtracts erased_facts from the twelve per-app rollups and
-// their twelve all-apps summaries (the aggregator's rollupSQL, negated:
+// their twelve all-apps summaries (the processor's rollup upserts, negated:
 // same buckets, same keys), then removes the rows left at zero, so every
 // rollup stays equal to a count(*) over the remaining events. Rows are
-// locked in key order, as the aggregator does, so the two never deadlock.
+// locked in key order, as the processor sends its upserts, so the two never
+// deadlock.
 var decrementSQL = func() []string {
 	grains := []struct{ table, bucket string }{
 		{"hour", "date_trunc('hour', occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'"},

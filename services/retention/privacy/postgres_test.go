@@ -24,7 +24,7 @@ import (
 
 // fill stores n events of two apps and `devices` devices each, received
 // over the last three months (three monthly partitions), with their facts,
-// and the rollups and summaries the aggregator would have built from them.
+// and the rollups and summaries the processor would have folded from them.
 // The events are generated here and loaded with COPY, as a bulk load of
 // real traffic would be; the facts and rollups are derived from them in
 // the database.
@@ -303,10 +303,10 @@ func benchDB(b *testing.B) string {
 
 // BenchmarkEraseJobs queues b.N erasure requests at once (devices of app-0
 // after those BenchmarkErase took, from the same table) and runs them with
-// the runner, as the service does — claim, suppress, the aggregator check,
-// events, facts and rollups in batches, late events, the verification,
-// the outcome recorded — without the settle time (PRIVACY_SETTLE, waited
-// once per queue) and without audit or archive stores. Its ns/op is the
+// the runner, as the service does — claim, suppress, events, facts and
+// rollups in batches, late events, the verification, the outcome recorded —
+// without the settle time (PRIVACY_SETTLE, waited once per queue) and
+// without audit or archive stores. Its ns/op is the
 // time per request from the queue's start to the last one done.
 func BenchmarkEraseJobs(b *testing.B) {
 	url := benchDB(b)
@@ -327,7 +327,7 @@ func BenchmarkEraseJobs(b *testing.B) {
 		}
 		ids[i] = e.ID
 	}
-	runner := privacy.NewRunner(pg, nil, privacy.RunnerConfig{BatchRows: 5000, AggregateWait: time.Minute, Poll: 20 * time.Millisecond},
+	runner := privacy.NewRunner(pg, nil, privacy.RunnerConfig{BatchRows: 5000, Poll: 20 * time.Millisecond},
 		privacy.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

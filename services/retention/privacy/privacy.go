@@ -6,8 +6,7 @@
 //
 // A job: suppress the subject (always while it runs; kept afterwards when
 // the request asked for it), wait until the processors have re-read the
-// suppressions and the aggregator has folded every fact queued before,
-// then delete in batches (each batch one short transaction): the events of
+// suppressions, then delete in batches (each batch one short transaction): the events of
 // every partition with their facts, subtracting them from every rollup, the
 // held late events, and redact the audit bodies that hold the subject's
 // events (row and body_sha256 kept). A verification query then counts what

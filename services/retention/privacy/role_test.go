@@ -69,7 +69,7 @@ func TestRunner_AsPrivacyRole(t *testing.T) {
 	l := &lifecycle{pool: open(t, dbURL), db: db, metrics: privacy.NewMetrics(prometheus.NewRegistry())}
 	l.pg = privacy.NewPG(l.pool)
 	e := l.queue(t, privacy.Subject{AppID: "app-1", DeviceID: "d-3"}, true)
-	r := privacy.NewRunner(l.pg, nil, privacy.RunnerConfig{BatchRows: 100, AggregateWait: time.Second, Poll: 20 * time.Millisecond},
+	r := privacy.NewRunner(l.pg, nil, privacy.RunnerConfig{BatchRows: 100, Poll: 20 * time.Millisecond},
 		l.metrics, quiet).WithArchives(&privacy.ArchiveRewriter{Log: quiet, Rollups: l.pg,
 		Archiver: &retention.Archiver{Src: retentiontest.EventsSource(t, dbURL), Store: st, ChunkRows: 500, Log: quiet}})
 	rctx, cancel := context.WithCancel(ctx)

@@ -22,8 +22,6 @@ type RunnerConfig struct {
 	// at least two of the processor's PROCESSOR_SUPPRESSION_REFRESH, so no
 	// event of the subject is stored after the deletion.
 	Settle time.Duration
-	// AggregateWait bounds the wait for the aggregator's backlog.
-	AggregateWait time.Duration
 	// Poll is how often the runner looks for queued erasures, and the
 	// first backoff of an erasure whose try failed for a transient reason
 	// (doubled each try, at most MaxBackoff).
@@ -256,9 +254,6 @@ func (r *Runner) erase(ctx context.Context, e *Erasure) (Report, error) {
 			return rep, ctx.Err()
 		case <-time.After(r.cfg.Settle - now.Sub(since)):
 		}
-	}
-	if err := r.pg.WaitAggregated(ctx, time.Now(), r.cfg.AggregateWait); err != nil {
-		return rep, err
 	}
 	// A user erasure runs for each pseudonym of the user (one per key), so
 	// events stored under an older key go too.

@@ -29,7 +29,7 @@ func TestRunner_LockLost(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 	start := func() *testenv.SyncBuffer {
 		out := &testenv.SyncBuffer{}
-		r := privacy.NewRunner(privacy.NewPG(pool), nil, privacy.RunnerConfig{BatchRows: 100, AggregateWait: time.Second,
+		r := privacy.NewRunner(privacy.NewPG(pool), nil, privacy.RunnerConfig{BatchRows: 100,
 			Poll: 50 * time.Millisecond}, privacy.NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewJSONHandler(out, nil)))
 		wg.Go(func() { _ = r.Run(ctx, pool) })
 		return out

@@ -36,8 +36,6 @@ type Config struct {
 	// Settle is how long an erasure waits after suppressing the subject
 	// before deleting: at least twice PROCESSOR_SUPPRESSION_REFRESH (2s).
 	Settle time.Duration `env:"PRIVACY_SETTLE" envDefault:"5s"`
-	// AggregateWait bounds the wait for the aggregator's backlog.
-	AggregateWait time.Duration `env:"PRIVACY_AGGREGATE_WAIT" envDefault:"5m"`
 	// Poll is how often the runner looks for queued erasures, and the
 	// first backoff of an erasure whose try failed for a transient reason.
 	Poll time.Duration `env:"PRIVACY_POLL" envDefault:"2s"`
@@ -73,8 +71,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PRIVACY_BATCH_ROWS must be 1..100000, got %d", c.BatchRows)
 	case c.Settle < 0:
 		return errors.New("PRIVACY_SETTLE must not be negative")
-	case c.AggregateWait <= 0:
-		return errors.New("PRIVACY_AGGREGATE_WAIT must be positive")
 	case c.Poll <= 0:
 		return errors.New("PRIVACY_POLL must be positive")
 	case c.MaxBackoff < c.Poll:

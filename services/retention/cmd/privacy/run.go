@@ -83,8 +83,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	reg := httpserver.NewRegistry()
 	pg := privacy.NewPG(pool)
 	runner := privacy.NewRunner(pg, redactor, privacy.RunnerConfig{BatchRows: cfg.BatchRows, Settle: cfg.Settle,
-		AggregateWait: cfg.AggregateWait, Poll: cfg.Poll,
-		MaxBackoff: cfg.MaxBackoff, MaxAttempts: cfg.MaxAttempts}, privacy.NewMetrics(reg), log)
+		Poll: cfg.Poll, MaxBackoff: cfg.MaxBackoff, MaxAttempts: cfg.MaxAttempts}, privacy.NewMetrics(reg), log)
 
 	if target := cfg.Archive(); target.Kind() != "" {
 		if err := target.Resolve(); err != nil {
