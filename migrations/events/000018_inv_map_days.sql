@@ -39,6 +39,40 @@ CREATE TABLE facts.inv_geo_place_devices_all (
     devices bigint NOT NULL,
     PRIMARY KEY (day, threat, place)
 );
+-- Several days ending today (the All Events page's "Previous 7 days") are
+-- counted the way migration 000015 counts devices over apps, per place: a
+-- device's two most recent days in the place, and the devices per (threat
+-- type, last day, place, previous day; '-infinity' for none):
+--   inv_geo_place_recent  per threat type, place and device its last_day
+--                         and prev_day there (was_last and was_prev: the
+--                         pair before the row's last change, so the
+--                         statement that changes it moves the device
+--                         between the counts exactly, whoever else writes)
+--   inv_geo_place_days    the devices per pair; a device was in the place
+--                         in [from, to) when its last day is in it, or its
+--                         last day is at or after to and its previous day
+--                         in it: a sum over the rows with last_day >= from.
+--                         Devices whose two days are both at or after to
+--                         (events dated ahead) are not told by the pair:
+--                         the renderer then counts over the sightings.
+CREATE TABLE facts.inv_geo_place_recent (
+    threat    text NOT NULL,
+    place     text NOT NULL,
+    device_id text NOT NULL,
+    last_day  date NOT NULL,
+    prev_day  date CHECK (prev_day < last_day),
+    was_last  date,
+    was_prev  date,
+    PRIMARY KEY (threat, place, device_id)
+);
+CREATE TABLE facts.inv_geo_place_days (
+    threat   text   NOT NULL,
+    last_day date   NOT NULL,
+    place    text   NOT NULL,
+    prev_day date   NOT NULL,
+    devices  bigint NOT NULL,
+    PRIMARY KEY (threat, last_day, place, prev_day)
+);
 CREATE TABLE facts.inv_geo_country_all (
     day     date    NOT NULL,
     threat  text    NOT NULL,
@@ -60,11 +94,31 @@ BEGIN
         WHERE p.place IS NOT NULL
         ORDER BY 1, 2, 3, 4
         ON CONFLICT DO NOTHING
-        RETURNING day, threat, place
+        RETURNING day, threat, place, device_id
+    ), counted AS (
+        INSERT INTO facts.inv_geo_place_devices_all AS r (day, threat, place, devices)
+        SELECT day, threat, place, count(*) FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (day, threat, place) DO UPDATE SET devices = r.devices + EXCLUDED.devices
+    ), moved AS (
+        INSERT INTO facts.inv_geo_place_recent AS r (threat, place, device_id, last_day, prev_day)
+        SELECT threat, place, device_id, days[1], days[2]
+        FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days FROM ins GROUP BY 1, 2, 3) x
+        ORDER BY 1, 2, 3
+        ON CONFLICT (threat, place, device_id) DO UPDATE SET
+            was_last = r.last_day, was_prev = r.prev_day,
+            last_day = greatest(r.last_day, EXCLUDED.last_day),
+            prev_day = facts.inv_second_day(greatest(r.last_day, EXCLUDED.last_day), r.last_day, r.prev_day, EXCLUDED.last_day, EXCLUDED.prev_day)
+        WHERE EXCLUDED.last_day > r.last_day
+           OR facts.inv_second_day(r.last_day, EXCLUDED.last_day, EXCLUDED.prev_day, NULL, NULL) > coalesce(r.prev_day, '-infinity')
+        RETURNING threat, place, last_day, prev_day, was_last, was_prev
     )
-    INSERT INTO facts.inv_geo_place_devices_all AS r (day, threat, place, devices)
-    SELECT day, threat, place, count(*) FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (day, threat, place) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
+    INSERT INTO facts.inv_geo_place_days AS r (threat, last_day, place, prev_day, devices)
+    SELECT threat, l, place, coalesce(p, '-infinity'), sum(n) FROM (
+        SELECT threat, last_day AS l, place, prev_day AS p, 1 AS n FROM moved
+        UNION ALL
+        SELECT threat, was_last, place, was_prev, -1 FROM moved WHERE was_last IS NOT NULL) x
+    GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (threat, last_day, place, prev_day) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
     RETURN NULL;
 END
 $$;
@@ -97,6 +151,36 @@ BEGIN
         SELECT DISTINCT o.day, o.threat, p.place
         FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)) g
     WHERE r.devices = 0 AND (r.day, r.threat, r.place) = (g.day, g.threat, g.place);
+    -- The places' recency from the sightings left (this statement sees the
+    -- deletions above), one descent per day with events, and the counts
+    -- moved with it.
+    WITH fresh AS (
+        SELECT k.threat, k.place, k.device_id,
+            (SELECT (array_agg(s.day ORDER BY s.day DESC))[1:2] FROM facts.inv_geo_devices_all s
+              WHERE s.day = ANY(ARRAY(SELECT DISTINCT day FROM facts.inv_daily)) AND s.threat = k.threat
+                AND s.place = k.place AND s.device_id = k.device_id) AS days
+        FROM (SELECT DISTINCT o.threat, p.place, o.device_id
+              FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)
+              WHERE p.place IS NOT NULL) k
+    ), gone AS (
+        DELETE FROM facts.inv_geo_place_recent r USING fresh f
+        WHERE f.days IS NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
+        RETURNING r.threat, r.last_day, r.place, r.prev_day
+    ), moved AS (
+        UPDATE facts.inv_geo_place_recent r
+        SET was_last = r.last_day, was_prev = r.prev_day, last_day = f.days[1], prev_day = f.days[2]
+        FROM fresh f
+        WHERE f.days IS NOT NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
+          AND (r.last_day, r.prev_day) IS DISTINCT FROM (f.days[1], f.days[2])
+        RETURNING r.threat, r.place, r.last_day, r.prev_day, r.was_last, r.was_prev
+    )
+    INSERT INTO facts.inv_geo_place_days AS r (threat, last_day, place, prev_day, devices)
+    SELECT threat, l, place, coalesce(p, '-infinity'), sum(n) FROM (
+        SELECT threat, last_day AS l, place, prev_day AS p, 1 AS n FROM moved
+        UNION ALL SELECT threat, was_last, place, was_prev, -1 FROM moved
+        UNION ALL SELECT threat, last_day, place, prev_day, -1 FROM gone) x
+    GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4
+    ON CONFLICT (threat, last_day, place, prev_day) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
     RETURN NULL;
 END
 $$;
@@ -111,6 +195,12 @@ FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell,
 WHERE p.place IS NOT NULL;
 INSERT INTO facts.inv_geo_place_devices_all (day, threat, place, devices)
 SELECT day, threat, place, count(*) FROM facts.inv_geo_devices_all GROUP BY 1, 2, 3;
+INSERT INTO facts.inv_geo_place_recent (threat, place, device_id, last_day, prev_day)
+SELECT threat, place, device_id, days[1], days[2]
+FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days
+      FROM facts.inv_geo_devices_all GROUP BY 1, 2, 3) x;
+INSERT INTO facts.inv_geo_place_days (threat, last_day, place, prev_day, devices)
+SELECT threat, last_day, place, coalesce(prev_day, '-infinity'), count(*) FROM facts.inv_geo_place_recent GROUP BY 1, 2, 3, 4;
 INSERT INTO facts.inv_geo_country_all (day, threat, country, events)
 SELECT day, threat, country, sum(events) FROM facts.inv_geo_daily GROUP BY 1, 2, 3;
 
@@ -135,7 +225,8 @@ CREATE TRIGGER inv_geo_country_all_delete AFTER DELETE ON facts.inv_geo_daily
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
-        GRANT SELECT ON facts.inv_geo_devices_all, facts.inv_geo_place_devices_all, facts.inv_geo_country_all TO threatview_ro;
+        GRANT SELECT ON facts.inv_geo_devices_all, facts.inv_geo_place_devices_all, facts.inv_geo_country_all,
+            facts.inv_geo_place_recent, facts.inv_geo_place_days TO threatview_ro;
     END IF;
 END
 $$;
@@ -148,4 +239,5 @@ DROP TRIGGER inv_geo_country_all_insert ON facts.inv_geo_daily;
 DROP TRIGGER inv_geo_devices_forget ON facts.inv_device_days;
 DROP TRIGGER inv_geo_devices_add ON facts.inv_device_days;
 DROP FUNCTION facts.inv_geo_devices_forget(), facts.inv_geo_devices_add();
-DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_devices_all, facts.inv_geo_devices_all;
+DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_days, facts.inv_geo_place_recent,
+    facts.inv_geo_place_devices_all, facts.inv_geo_devices_all;

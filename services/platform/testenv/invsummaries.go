@@ -20,6 +20,17 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_place_devices_all b USING (day, threat, place)
 		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
+	{"places' two most recent days", `SELECT count(*) FROM (
+			SELECT d.threat, p.place, d.device_id, (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] AS days
+			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
+		) a FULL JOIN facts.inv_geo_place_recent b USING (threat, place, device_id)
+		WHERE a.days[1] IS DISTINCT FROM b.last_day OR a.days[2] IS DISTINCT FROM b.prev_day`},
+	{"places' devices per pair of days", `SELECT count(*) FROM (
+			SELECT threat, last_day, place, coalesce(prev_day, '-infinity') AS prev_day, count(*) AS devices
+			FROM facts.inv_geo_place_recent GROUP BY 1, 2, 3, 4
+		) a FULL JOIN facts.inv_geo_place_days b USING (threat, last_day, place, prev_day)
+		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
 	{"countries' events over apps", `SELECT count(*) FROM (
 			SELECT day, threat, country, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_country_all b USING (day, threat, country)

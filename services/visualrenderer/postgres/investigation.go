@@ -333,12 +333,26 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 // sightings over all apps.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
-	byCountry, byCell := mapOverApps()
+	var byCountry, byCell string
 	switch {
 	case q.AppID != "":
 		byCountry, byCell = mapOfApp()
 	case q.To.Sub(q.From) <= 24*time.Hour:
 		byCountry, byCell = mapOfDay()
+	default:
+		// The places' recency tells every device's presence unless some
+		// device's two most recent days in a place are both at or after
+		// the range's end (events dated ahead, or a range ending in the
+		// past): then the sightings are counted.
+		var ambiguous int64
+		if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(devices), 0) FROM facts.inv_geo_place_days
+			WHERE threat = $1 AND last_day >= $2 AND prev_day >= $2`, q.Threat, q.To).Scan(&ambiguous); err != nil {
+			return m, unavailable("map", err)
+		}
+		byCountry, byCell = mapOfRecency()
+		if ambiguous > 0 {
+			byCountry, byCell = mapOverApps()
+		}
 	}
 	// sql: byCountry and byCell are the constants of the functions above; every value is an argument.
 	rows, err := s.pool.Query(ctx, byCountry, q.From, q.To, q.Threat, q.AppID)
@@ -404,6 +418,20 @@ func mapOverApps() (byCountry, byCell string) {
 	return mapJoin(`SELECT country::text, sum(events) AS events FROM facts.inv_geo_country_all
 			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country", "NOT")),
 		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING count(DISTINCT device_id) >= $5`,
+			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
+}
+
+// mapOfRecency counts each place's devices of several days over all apps
+// from the devices per pair of most recent days (migration events 000018):
+// a device was there in the range when its last day is in it, or its last
+// day is after it and its previous day in it.
+func mapOfRecency() (byCountry, byCell string) {
+	dev := `SELECT place AS %s, sum(devices) AS devices FROM facts.inv_geo_place_days
+		WHERE threat = $3 AND last_day >= $1 AND (last_day < $2 OR (prev_day >= $1 AND prev_day < $2))
+		  AND $4 = '' AND place %s LIKE '%%,%%' GROUP BY 1`
+	return mapJoin(`SELECT country::text, sum(events) AS events FROM facts.inv_geo_country_all
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country", "NOT")),
+		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING sum(devices) >= $5`,
 			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
 }
 
