@@ -44,10 +44,7 @@ CREATE TABLE facts.inv_geo_place_devices_all (
 -- device's two most recent days in the place, and the devices per (threat
 -- type, last day, place, previous day; '-infinity' for none):
 --   inv_geo_place_recent  per threat type, place and device its last_day
---                         and prev_day there (was_last and was_prev: the
---                         pair before the row's last change, so the
---                         statement that changes it moves the device
---                         between the counts exactly, whoever else writes)
+--                         and prev_day there
 --   inv_geo_place_days    the devices per pair; a device was in the place
 --                         in [from, to) when its last day is in it, or its
 --                         last day is at or after to and its previous day
@@ -55,14 +52,16 @@ CREATE TABLE facts.inv_geo_place_devices_all (
 --                         Devices whose two days are both at or after to
 --                         (events dated ahead) are not told by the pair:
 --                         the renderer then counts over the sightings.
+--                         Kept by statement triggers on inv_geo_place_recent
+--                         (facts.inv_count_pairs): the rows a statement
+--                         inserts, updates or deletes move their devices
+--                         between the pairs, whoever writes.
 CREATE TABLE facts.inv_geo_place_recent (
     threat    text NOT NULL,
     place     text NOT NULL,
     device_id text NOT NULL,
     last_day  date NOT NULL,
     prev_day  date CHECK (prev_day < last_day),
-    was_last  date,
-    was_prev  date,
     PRIMARY KEY (threat, place, device_id)
 );
 CREATE TABLE facts.inv_geo_place_days (
@@ -82,6 +81,36 @@ CREATE TABLE facts.inv_geo_country_all (
 );
 
 -- +goose StatementBegin
+-- inv_count_pairs keeps a count of a recency table's rows (TG_ARGV[0], its
+-- count column TG_ARGV[2]) per TG_ARGV[1] (the key columns before the pair)
+-- and pair of days (last_day among the keys; prev_day '-infinity' for
+-- none): inserted rows add one, updated rows move one from their old pair
+-- to their new, deleted rows take one off. The transition tables hold the
+-- rows as the statement found and left them, so concurrent writers keep
+-- the counts exact. The arguments are the CREATE TRIGGER statements'
+-- constants.
+CREATE FUNCTION facts.inv_count_pairs() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    target text := TG_ARGV[0];
+    keys   text := TG_ARGV[1];
+    n      text := TG_ARGV[2];
+    src    text := CASE TG_OP
+        WHEN 'INSERT' THEN format('SELECT %s, prev_day, 1 AS n FROM inv_new', keys)
+        WHEN 'UPDATE' THEN format('SELECT %s, prev_day, 1 AS n FROM inv_new UNION ALL SELECT %s, prev_day, -1 FROM inv_old', keys, keys)
+        ELSE format('SELECT %s, prev_day, -1 AS n FROM inv_old', keys) END;
+BEGIN
+    EXECUTE format('INSERT INTO %s AS r (%s, prev_day, %I)
+        SELECT %s, p, sum(n) FROM (SELECT *, coalesce(prev_day, ''-infinity'') AS p FROM (%s) y) x
+        GROUP BY %s, p HAVING sum(n) <> 0 ORDER BY %s, p
+        ON CONFLICT (%s, prev_day) DO UPDATE SET %I = r.%I + EXCLUDED.%I',
+        target, keys, n, keys, src, keys, keys, keys, n, n, n);
+    RETURN NULL;
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 -- inv_geo_devices_add records the places of the devices' new day rows and
 -- counts the first sightings over all apps.
 CREATE FUNCTION facts.inv_geo_devices_add() RETURNS trigger
@@ -99,26 +128,16 @@ BEGIN
         INSERT INTO facts.inv_geo_place_devices_all AS r (day, threat, place, devices)
         SELECT day, threat, place, count(*) FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (day, threat, place) DO UPDATE SET devices = r.devices + EXCLUDED.devices
-    ), moved AS (
-        INSERT INTO facts.inv_geo_place_recent AS r (threat, place, device_id, last_day, prev_day)
-        SELECT threat, place, device_id, days[1], days[2]
-        FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days FROM ins GROUP BY 1, 2, 3) x
-        ORDER BY 1, 2, 3
-        ON CONFLICT (threat, place, device_id) DO UPDATE SET
-            was_last = r.last_day, was_prev = r.prev_day,
-            last_day = greatest(r.last_day, EXCLUDED.last_day),
-            prev_day = facts.inv_second_day(greatest(r.last_day, EXCLUDED.last_day), r.last_day, r.prev_day, EXCLUDED.last_day, EXCLUDED.prev_day)
-        WHERE EXCLUDED.last_day > r.last_day
-           OR facts.inv_second_day(r.last_day, EXCLUDED.last_day, EXCLUDED.prev_day, NULL, NULL) > coalesce(r.prev_day, '-infinity')
-        RETURNING threat, place, last_day, prev_day, was_last, was_prev
     )
-    INSERT INTO facts.inv_geo_place_days AS r (threat, last_day, place, prev_day, devices)
-    SELECT threat, l, place, coalesce(p, '-infinity'), sum(n) FROM (
-        SELECT threat, last_day AS l, place, prev_day AS p, 1 AS n FROM moved
-        UNION ALL
-        SELECT threat, was_last, place, was_prev, -1 FROM moved WHERE was_last IS NOT NULL) x
-    GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4
-    ON CONFLICT (threat, last_day, place, prev_day) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
+    INSERT INTO facts.inv_geo_place_recent AS r (threat, place, device_id, last_day, prev_day)
+    SELECT threat, place, device_id, days[1], days[2]
+    FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days FROM ins GROUP BY 1, 2, 3) x
+    ORDER BY 1, 2, 3
+    ON CONFLICT (threat, place, device_id) DO UPDATE SET
+        last_day = greatest(r.last_day, EXCLUDED.last_day),
+        prev_day = facts.inv_second_day(greatest(r.last_day, EXCLUDED.last_day), r.last_day, r.prev_day, EXCLUDED.last_day, EXCLUDED.prev_day)
+    WHERE EXCLUDED.last_day > r.last_day
+       OR facts.inv_second_day(r.last_day, EXCLUDED.last_day, EXCLUDED.prev_day, NULL, NULL) > coalesce(r.prev_day, '-infinity');
     RETURN NULL;
 END
 $$;
@@ -152,8 +171,7 @@ BEGIN
         FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)) g
     WHERE r.devices = 0 AND (r.day, r.threat, r.place) = (g.day, g.threat, g.place);
     -- The places' recency from the sightings left (this statement sees the
-    -- deletions above), one descent per day with events, and the counts
-    -- moved with it.
+    -- deletions above), one descent per day with events.
     WITH fresh AS (
         SELECT k.threat, k.place, k.device_id,
             (SELECT (array_agg(s.day ORDER BY s.day DESC))[1:2] FROM facts.inv_geo_devices_all s
@@ -165,22 +183,11 @@ BEGIN
     ), gone AS (
         DELETE FROM facts.inv_geo_place_recent r USING fresh f
         WHERE f.days IS NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
-        RETURNING r.threat, r.last_day, r.place, r.prev_day
-    ), moved AS (
-        UPDATE facts.inv_geo_place_recent r
-        SET was_last = r.last_day, was_prev = r.prev_day, last_day = f.days[1], prev_day = f.days[2]
-        FROM fresh f
-        WHERE f.days IS NOT NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
-          AND (r.last_day, r.prev_day) IS DISTINCT FROM (f.days[1], f.days[2])
-        RETURNING r.threat, r.place, r.last_day, r.prev_day, r.was_last, r.was_prev
     )
-    INSERT INTO facts.inv_geo_place_days AS r (threat, last_day, place, prev_day, devices)
-    SELECT threat, l, place, coalesce(p, '-infinity'), sum(n) FROM (
-        SELECT threat, last_day AS l, place, prev_day AS p, 1 AS n FROM moved
-        UNION ALL SELECT threat, was_last, place, was_prev, -1 FROM moved
-        UNION ALL SELECT threat, last_day, place, prev_day, -1 FROM gone) x
-    GROUP BY 1, 2, 3, 4 HAVING sum(n) <> 0 ORDER BY 1, 2, 3, 4
-    ON CONFLICT (threat, last_day, place, prev_day) DO UPDATE SET devices = r.devices + EXCLUDED.devices;
+    UPDATE facts.inv_geo_place_recent r SET last_day = f.days[1], prev_day = f.days[2]
+    FROM fresh f
+    WHERE f.days IS NOT NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
+      AND (r.last_day, r.prev_day) IS DISTINCT FROM (f.days[1], f.days[2]);
     RETURN NULL;
 END
 $$;
@@ -208,6 +215,15 @@ CREATE TRIGGER inv_geo_devices_add AFTER INSERT ON facts.inv_device_days
     REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_add();
 CREATE TRIGGER inv_geo_devices_forget AFTER DELETE ON facts.inv_device_days
     REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_forget();
+CREATE TRIGGER inv_geo_place_days_insert AFTER INSERT ON facts.inv_geo_place_recent
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_count_pairs(
+        'facts.inv_geo_place_days', 'threat, last_day, place', 'devices');
+CREATE TRIGGER inv_geo_place_days_update AFTER UPDATE ON facts.inv_geo_place_recent
+    REFERENCING OLD TABLE AS inv_old NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_count_pairs(
+        'facts.inv_geo_place_days', 'threat, last_day, place', 'devices');
+CREATE TRIGGER inv_geo_place_days_delete AFTER DELETE ON facts.inv_geo_place_recent
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_count_pairs(
+        'facts.inv_geo_place_days', 'threat, last_day, place', 'devices');
 -- The countries' events as migration 000015 keeps the cells'.
 CREATE TRIGGER inv_geo_country_all_insert AFTER INSERT ON facts.inv_geo_daily
     REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_sum_over_apps(
@@ -238,6 +254,6 @@ DROP TRIGGER inv_geo_country_all_update ON facts.inv_geo_daily;
 DROP TRIGGER inv_geo_country_all_insert ON facts.inv_geo_daily;
 DROP TRIGGER inv_geo_devices_forget ON facts.inv_device_days;
 DROP TRIGGER inv_geo_devices_add ON facts.inv_device_days;
-DROP FUNCTION facts.inv_geo_devices_forget(), facts.inv_geo_devices_add();
+DROP FUNCTION facts.inv_geo_devices_forget(), facts.inv_geo_devices_add(), facts.inv_count_pairs();
 DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_days, facts.inv_geo_place_recent,
     facts.inv_geo_place_devices_all, facts.inv_geo_devices_all;

@@ -1,7 +1,7 @@
 package testenv
 
 // InvSummaryChecks are the investigation summaries over apps (migrations
-// events 000015 and 000018, kept by triggers on the per-app day tables),
+// events 000015, 000018 and 000020, kept by triggers on the per-app day tables),
 // each as a query counting the keys that differ from a recount of the day
 // tables: 0 when exact. The processor's writes and the renderer's readers
 // check the same definitions.
@@ -31,6 +31,16 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 			FROM facts.inv_geo_place_recent GROUP BY 1, 2, 3, 4
 		) a FULL JOIN facts.inv_geo_place_days b USING (threat, last_day, place, prev_day)
 		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
+	{"devices per pair of days", `SELECT count(*) FROM (
+			SELECT threat, last_day, coalesce(prev_day, '-infinity') AS prev_day, count(*) AS devices
+			FROM facts.inv_device_recent GROUP BY 1, 2, 3
+		) a FULL JOIN facts.inv_device_recent_days b USING (threat, last_day, prev_day)
+		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
+	{"users per pair of days", `SELECT count(*) FROM (
+			SELECT last_day, coalesce(prev_day, '-infinity') AS prev_day, count(*) AS users
+			FROM facts.inv_user_recent GROUP BY 1, 2
+		) a FULL JOIN facts.inv_user_recent_days b USING (last_day, prev_day)
+		WHERE coalesce(a.users, 0) <> coalesce(b.users, 0)`},
 	{"countries' events over apps", `SELECT count(*) FROM (
 			SELECT day, threat, country, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_country_all b USING (day, threat, country)

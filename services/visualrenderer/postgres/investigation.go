@@ -255,12 +255,15 @@ func (s *Store) Overview(ctx context.Context, q visualrenderer.RollupQuery) (vis
 // threat types) seen in a range of days.
 type recency struct {
 	recent, days, subject string
-	threats               bool // the tables have a threat column
+	threats               bool   // the tables have a threat column
+	pairs, n              string // the subjects per pair of recent days, and its count column
 }
 
 var (
-	recentUsers   = recency{recent: "facts.inv_user_recent", days: "facts.inv_daily_users", subject: "user_pseudonym"}
-	recentDevices = recency{recent: "facts.inv_device_recent", days: "facts.inv_device_days", subject: "device_id", threats: true}
+	recentUsers = recency{recent: "facts.inv_user_recent", days: "facts.inv_daily_users", subject: "user_pseudonym",
+		pairs: "facts.inv_user_recent_days", n: "users"}
+	recentDevices = recency{recent: "facts.inv_device_recent", days: "facts.inv_device_days", subject: "device_id", threats: true,
+		pairs: "facts.inv_device_recent_days", n: "devices"}
 )
 
 // daysIn is the days of [$1, $2) as a list: with it and equalities on the
@@ -276,7 +279,9 @@ var ambiguousLimit = 1000
 // distinct returns the number of distinct subjects of r seen in the days of
 // [q.From, q.To) in q.AppID (blank: all apps) with one of threats (for
 // devices; the blank threat is any event). One app's are counted over its
-// rows of the day table. Over all apps a subject's two most recent days
+// rows of the day table. Over all apps, users and the devices of one type
+// are summed from the subjects per pair of recent days when that tells
+// them all (below). Else a subject's two most recent days
 // (migration events 000015) say whether it was seen in the range, unless
 // both are at or after q.To: such a subject (events dated after today, or a
 // range ending before yesterday) is looked up in the day table by its key
@@ -299,6 +304,19 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 		err := s.pool.QueryRow(ctx, `SELECT count(DISTINCT `+r.subject+`) FROM `+r.days+` a
 			WHERE day >= $1 AND day < $2 AND `+daysIn+of+` AND app_id = $`+strconv.Itoa(len(args)), args...).Scan(&n)
 		return n, err
+	}
+	if len(threats) <= 1 {
+		// One threat type (or users): the subjects per pair of recent days
+		// (migration events 000020) sum to the answer, unless some have
+		// both days at or after the range's end.
+		var ambiguous int64
+		// sql: as above.
+		err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(`+r.n+`) FILTER (WHERE last_day < $2 OR (prev_day >= $1 AND prev_day < $2)), 0),
+				coalesce(sum(`+r.n+`) FILTER (WHERE prev_day >= $2), 0)
+			FROM `+r.pairs+` a WHERE last_day >= $1`+of, args...).Scan(&n, &ambiguous)
+		if err != nil || ambiguous == 0 {
+			return n, err
+		}
 	}
 	var ambiguous int
 	// sql: as above.
