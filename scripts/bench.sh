@@ -11,7 +11,8 @@
 # message, pprof CPU profiles at 1,500 req/s rendered as
 # docs/flame-NAME.svg) -> users -> overhead (a second collector with
 # auditing off, started and stopped here) -> ceilings (drain beside live
-# traffic, COPY ceiling, backlog capacity, cold start) -> report (with a before/after
+# traffic, COPY ceiling, backlog capacity, cold start) -> analyst pages
+# (BenchmarkAnalystPages at ANALYST_BENCH_EVENTS) -> report (with a before/after
 # CPU table when CPU_BEFORE names an earlier cpu.json).
 #
 # Needs the stack up (make up) and .run/env. The CPU profiles need the
@@ -47,6 +48,8 @@
 #                                             (about 1.5 GB queued first)
 #   BENCHTIME=100ms SKIP_GOBENCH=1 SKIP_SWEEP=1 SKIP_CPU=1 SKIP_USERS=1 SKIP_OVERHEAD=1
 #   SKIP_CEILINGS=1                           no ceilings step (drain, COPY ceiling, capacity, cold start)
+#   ANALYST_BENCH_EVENTS=1000000              events of the analyst pages' database
+#   SKIP_ANALYST=1                            no analyst pages step
 #   BENCH_OUT=.run/bench  PAGE=docs/performance.md
 # The full reference plan (2 min + 10 min) is `loadtest run` with its defaults.
 set -euo pipefail
@@ -84,6 +87,7 @@ OVERHEAD_USERS="${OVERHEAD_USERS:-50}"
 OVERHEAD_STEP="${OVERHEAD_STEP:-8s}"
 NOAUDIT_PORT="${NOAUDIT_PORT:-8090}"
 BENCHTIME="${BENCHTIME:-100ms}"
+ANALYST_BENCH_EVENTS="${ANALYST_BENCH_EVENTS:-1000000}"
 DRAIN_TIMEOUT="${DRAIN_TIMEOUT:-600}"
 OUT="${BENCH_OUT:-$ROOT/.run/bench}"
 PAGE="${PAGE:-docs/performance.md}"
@@ -375,6 +379,22 @@ ceilings() {
 if [ -z "${SKIP_CEILINGS:-}" ]; then
   wait_drained "ceilings"
   step "ceilings: drain beside live traffic, COPY ceiling, backlog capacity, cold start${CEILINGS_DRAIN:+, 1.5 GB backlog}" ceilings
+fi
+
+# ------------------------------------------------------------------ analyst pages
+# The analyst's pages' server time at scale (issue 40): BenchmarkAnalystPages
+# seeds ANALYST_BENCH_EVENTS events into a database of its own and starts
+# this tree's renderer and admin interface on it (the Go benchmarks step ran
+# it at its small default). Its rows join the Go benchmarks' table; its log,
+# with the load average, is analyst-pages.log.
+analyst_pages() {
+  (cd services/admininterface && INV_BENCH_EVENTS="$ANALYST_BENCH_EVENTS" go test -count=1 -run '^$' \
+    -bench 'BenchmarkAnalystPages' -benchtime 1x -timeout 60m ./cmd/admininterface/) >"$OUT/analyst-pages.log" 2>&1 || return 1
+  grep -E '^(pkg:|Benchmark)' "$OUT/analyst-pages.log" >>"$OUT/gobench.txt"
+}
+if [ -z "${SKIP_ANALYST:-}" ]; then
+  wait_drained "analyst pages"
+  step "analyst pages at $ANALYST_BENCH_EVENTS events" analyst_pages
 fi
 
 # ------------------------------------------------------------------ the page
