@@ -1,61 +1,34 @@
 -- +goose Up
--- The map of one day over all apps from a few hundred rows, not from every
--- device seen that day (issue 40's bound: the analyst's home page draws the
--- previous day's map; docs/investigation.md, "Performance").
+-- The map over all apps from the devices per place and pair of recent days,
+-- not from every device seen in the range (issue 40's bound: the analyst's
+-- home page draws the previous day's map, All Events the last 7 days';
+-- docs/investigation.md, "Performance").
 --
 -- Distinct devices per country and per grid cell are not sums of per-app
--- figures (a device may show in two apps, or in two cells of one country),
--- so they are counted over the day's sightings over all apps. A place is a
--- country (its two letters) or a grid cell ("lat,lon": the comma tells
--- them apart; events without a location have no cell and count in their
--- country only).
---   inv_geo_devices_all       one row per day, threat type ('' for any
---                             event), place and device. Its primary key
---                             makes "first sighting over all apps" an ON
---                             CONFLICT DO NOTHING, exact with two writers at
---                             once (the second waits for the first's row).
---   inv_geo_place_devices_all the distinct devices per day, threat type
---                             and place: the set's rows counted.
---   inv_geo_country_all       events per day, threat type and country over
---                             all apps (inv_geo_daily_all's, summed over
---                             cells).
--- Statement triggers on inv_device_days (devices) and inv_geo_daily (events)
--- keep them, so every writer of the day tables (the processor, an erasure,
--- a processor of the previous release during an upgrade) keeps them exact
--- without knowing them. A write adds rows here only for a device's first
--- sighting in a day, country and cell in its app (inv_device_days' own new
--- rows), never per event.
-CREATE TABLE facts.inv_geo_devices_all (
-    day       date NOT NULL,
-    threat    text NOT NULL,
-    place     text NOT NULL,
-    device_id text NOT NULL,
-    PRIMARY KEY (day, threat, place, device_id)
-);
-CREATE TABLE facts.inv_geo_place_devices_all (
-    day     date   NOT NULL,
-    threat  text   NOT NULL,
-    place   text   NOT NULL,
-    devices bigint NOT NULL,
-    PRIMARY KEY (day, threat, place)
-);
--- Several days ending today (the All Events page's "Previous 7 days") are
--- counted the way migration 000015 counts devices over apps, per place: a
--- device's two most recent days in the place, and the devices per (threat
--- type, last day, place, previous day; '-infinity' for none):
---   inv_geo_place_recent  per threat type, place and device its last_day
---                         and prev_day there
---   inv_geo_place_days    the devices per pair; a device was in the place
---                         in [from, to) when its last day is in it, or its
---                         last day is at or after to and its previous day
---                         in it: a sum over the rows with last_day >= from.
---                         Devices whose two days are both at or after to
---                         (events dated ahead) are not told by the pair:
---                         the renderer then counts over the sightings.
---                         Kept by statement triggers on inv_geo_place_recent
---                         (facts.inv_count_pairs): the rows a statement
---                         inserts, updates or deletes move their devices
---                         between the pairs, whoever writes.
+-- or per-day figures, so they are counted the way migration 000015 counts
+-- devices over apps, per place. A place is a country (its two letters) or a
+-- grid cell ("lat,lon": the comma tells them apart; events without a
+-- location have no cell and count in their country only).
+--   inv_geo_place_recent  per threat type ('' for any event), place and
+--                         device: its two most recent days there over all
+--                         apps (prev_day NULL when one)
+--   inv_geo_place_days    the devices per threat type, last day, place and
+--                         previous day ('-infinity' for none). A device was
+--                         in the place in [from, to) when its last day is
+--                         in it, or its last day is at or after to and its
+--                         previous day in it: a sum over the rows with
+--                         last_day >= from, one day or seven alike. Devices
+--                         whose two days are both at or after to (events
+--                         dated ahead, a range in the past) are not told by
+--                         the pair: the renderer then counts inv_device_days.
+--   inv_geo_country_all   events per day, threat type and country over all
+--                         apps (inv_geo_daily_all's, summed over cells).
+-- Statement triggers keep them: on inv_device_days (a device's first
+-- sighting in a day, threat, country and cell in its app, not every event)
+-- the recency rows, on those the counts (facts.inv_count_pairs), on
+-- inv_geo_daily the countries' events. So every writer of the day tables
+-- (the processor, an erasure, a processor of the previous release during an
+-- upgrade) keeps them exact without knowing them.
 CREATE TABLE facts.inv_geo_place_recent (
     threat    text NOT NULL,
     place     text NOT NULL,
@@ -111,27 +84,17 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
--- inv_geo_devices_add records the places of the devices' new day rows and
--- counts the first sightings over all apps.
-CREATE FUNCTION facts.inv_geo_devices_add() RETURNS trigger
+-- inv_geo_places_add merges the places of the devices' new day rows into
+-- their recency rows (order-free and idempotent, as migration 000015's
+-- inv_device_recent_add; a row that would not change is not rewritten).
+CREATE FUNCTION facts.inv_geo_places_add() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    WITH ins AS (
-        INSERT INTO facts.inv_geo_devices_all (day, threat, place, device_id)
-        SELECT DISTINCT n.day, n.threat, p.place, n.device_id
-        FROM inv_new n, LATERAL (VALUES (n.country::text), (nullif(n.cell, ''))) p(place)
-        WHERE p.place IS NOT NULL
-        ORDER BY 1, 2, 3, 4
-        ON CONFLICT DO NOTHING
-        RETURNING day, threat, place, device_id
-    ), counted AS (
-        INSERT INTO facts.inv_geo_place_devices_all AS r (day, threat, place, devices)
-        SELECT day, threat, place, count(*) FROM ins GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-        ON CONFLICT (day, threat, place) DO UPDATE SET devices = r.devices + EXCLUDED.devices
-    )
     INSERT INTO facts.inv_geo_place_recent AS r (threat, place, device_id, last_day, prev_day)
     SELECT threat, place, device_id, days[1], days[2]
-    FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days FROM ins GROUP BY 1, 2, 3) x
+    FROM (SELECT n.threat, p.place, n.device_id, (array_agg(DISTINCT n.day ORDER BY n.day DESC))[1:2] AS days
+          FROM inv_new n, LATERAL (VALUES (n.country::text), (CASE WHEN n.threat = '' THEN nullif(n.cell, '') END)) p(place)
+          WHERE p.place IS NOT NULL GROUP BY 1, 2, 3) x
     ORDER BY 1, 2, 3
     ON CONFLICT (threat, place, device_id) DO UPDATE SET
         last_day = greatest(r.last_day, EXCLUDED.last_day),
@@ -142,43 +105,20 @@ BEGIN
 END
 $$;
 
--- inv_geo_devices_forget removes the sightings no day row supports any more
--- (an erasure deleted the device's last row in the day and place in every
--- app) and takes them off the counts; a place left with none goes. The
--- remaining rows are found by the privacy service's index on (app_id,
--- device_id), one descent per app with events (facts.inv_apps), as the
--- recency triggers find them.
-CREATE FUNCTION facts.inv_geo_devices_forget() RETURNS trigger
+-- inv_geo_places_forget rebuilds the recency rows of the places the deleted
+-- day rows (an erasure) were in from the day rows left in every app, found
+-- by the privacy service's index on (app_id, device_id), one descent per
+-- app with events (facts.inv_apps), as migration 000015's forget functions.
+CREATE FUNCTION facts.inv_geo_places_forget() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
-    WITH del AS (
-        DELETE FROM facts.inv_geo_devices_all s USING (
-            SELECT DISTINCT o.day, o.threat, p.place, o.device_id
-            FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)
-            WHERE p.place IS NOT NULL) g
-        WHERE (s.day, s.threat, s.place, s.device_id) = (g.day, g.threat, g.place, g.device_id)
-          AND NOT EXISTS (SELECT 1 FROM facts.inv_device_days d
-            WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.device_id = g.device_id
-              AND d.day = g.day AND d.threat = g.threat AND g.place IN (d.country::text, d.cell))
-        RETURNING s.day, s.threat, s.place
-    )
-    UPDATE facts.inv_geo_place_devices_all r SET devices = r.devices - x.n
-    FROM (SELECT day, threat, place, count(*) AS n FROM del GROUP BY 1, 2, 3) x
-    WHERE (r.day, r.threat, r.place) = (x.day, x.threat, x.place);
-    -- A second statement, which sees the counts just updated.
-    DELETE FROM facts.inv_geo_place_devices_all r USING (
-        SELECT DISTINCT o.day, o.threat, p.place
-        FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)) g
-    WHERE r.devices = 0 AND (r.day, r.threat, r.place) = (g.day, g.threat, g.place);
-    -- The places' recency from the sightings left (this statement sees the
-    -- deletions above), one descent per day with events.
     WITH fresh AS (
         SELECT k.threat, k.place, k.device_id,
-            (SELECT (array_agg(s.day ORDER BY s.day DESC))[1:2] FROM facts.inv_geo_devices_all s
-              WHERE s.day = ANY(ARRAY(SELECT DISTINCT day FROM facts.inv_daily)) AND s.threat = k.threat
-                AND s.place = k.place AND s.device_id = k.device_id) AS days
+            (SELECT (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] FROM facts.inv_device_days d
+              WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.device_id = k.device_id
+                AND d.threat = k.threat AND k.place IN (d.country::text, d.cell)) AS days
         FROM (SELECT DISTINCT o.threat, p.place, o.device_id
-              FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)
+              FROM inv_old o, LATERAL (VALUES (o.country::text), (CASE WHEN o.threat = '' THEN nullif(o.cell, '') END)) p(place)
               WHERE p.place IS NOT NULL) k
     ), gone AS (
         DELETE FROM facts.inv_geo_place_recent r USING fresh f
@@ -196,25 +136,20 @@ $$;
 -- Writers wait while the tables are filled from what the day tables hold
 -- and the triggers are made, so no sighting is missed or counted twice.
 LOCK TABLE facts.inv_device_days, facts.inv_geo_daily IN SHARE ROW EXCLUSIVE MODE;
-INSERT INTO facts.inv_geo_devices_all (day, threat, place, device_id)
-SELECT DISTINCT d.day, d.threat, p.place, d.device_id
-FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
-WHERE p.place IS NOT NULL;
-INSERT INTO facts.inv_geo_place_devices_all (day, threat, place, devices)
-SELECT day, threat, place, count(*) FROM facts.inv_geo_devices_all GROUP BY 1, 2, 3;
 INSERT INTO facts.inv_geo_place_recent (threat, place, device_id, last_day, prev_day)
 SELECT threat, place, device_id, days[1], days[2]
-FROM (SELECT threat, place, device_id, (array_agg(day ORDER BY day DESC))[1:2] AS days
-      FROM facts.inv_geo_devices_all GROUP BY 1, 2, 3) x;
+FROM (SELECT d.threat, p.place, d.device_id, (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] AS days
+      FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (CASE WHEN d.threat = '' THEN nullif(d.cell, '') END)) p(place)
+      WHERE p.place IS NOT NULL GROUP BY 1, 2, 3) x;
 INSERT INTO facts.inv_geo_place_days (threat, last_day, place, prev_day, devices)
 SELECT threat, last_day, place, coalesce(prev_day, '-infinity'), count(*) FROM facts.inv_geo_place_recent GROUP BY 1, 2, 3, 4;
 INSERT INTO facts.inv_geo_country_all (day, threat, country, events)
 SELECT day, threat, country, sum(events) FROM facts.inv_geo_daily GROUP BY 1, 2, 3;
 
-CREATE TRIGGER inv_geo_devices_add AFTER INSERT ON facts.inv_device_days
-    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_add();
-CREATE TRIGGER inv_geo_devices_forget AFTER DELETE ON facts.inv_device_days
-    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_devices_forget();
+CREATE TRIGGER inv_geo_places_add AFTER INSERT ON facts.inv_device_days
+    REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_places_add();
+CREATE TRIGGER inv_geo_places_forget AFTER DELETE ON facts.inv_device_days
+    REFERENCING OLD TABLE AS inv_old FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_geo_places_forget();
 CREATE TRIGGER inv_geo_place_days_insert AFTER INSERT ON facts.inv_geo_place_recent
     REFERENCING NEW TABLE AS inv_new FOR EACH STATEMENT EXECUTE FUNCTION facts.inv_count_pairs(
         'facts.inv_geo_place_days', 'threat, last_day, place', 'devices');
@@ -241,8 +176,7 @@ CREATE TRIGGER inv_geo_country_all_delete AFTER DELETE ON facts.inv_geo_daily
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'threatview_ro') THEN
-        GRANT SELECT ON facts.inv_geo_devices_all, facts.inv_geo_place_devices_all, facts.inv_geo_country_all,
-            facts.inv_geo_place_recent, facts.inv_geo_place_days TO threatview_ro;
+        GRANT SELECT ON facts.inv_geo_place_recent, facts.inv_geo_place_days, facts.inv_geo_country_all TO threatview_ro;
     END IF;
 END
 $$;
@@ -252,8 +186,10 @@ $$;
 DROP TRIGGER inv_geo_country_all_delete ON facts.inv_geo_daily;
 DROP TRIGGER inv_geo_country_all_update ON facts.inv_geo_daily;
 DROP TRIGGER inv_geo_country_all_insert ON facts.inv_geo_daily;
-DROP TRIGGER inv_geo_devices_forget ON facts.inv_device_days;
-DROP TRIGGER inv_geo_devices_add ON facts.inv_device_days;
-DROP FUNCTION facts.inv_geo_devices_forget(), facts.inv_geo_devices_add(), facts.inv_count_pairs();
-DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_days, facts.inv_geo_place_recent,
-    facts.inv_geo_place_devices_all, facts.inv_geo_devices_all;
+DROP TRIGGER inv_geo_place_days_delete ON facts.inv_geo_place_recent;
+DROP TRIGGER inv_geo_place_days_update ON facts.inv_geo_place_recent;
+DROP TRIGGER inv_geo_place_days_insert ON facts.inv_geo_place_recent;
+DROP TRIGGER inv_geo_places_forget ON facts.inv_device_days;
+DROP TRIGGER inv_geo_places_add ON facts.inv_device_days;
+DROP FUNCTION facts.inv_geo_places_forget(), facts.inv_geo_places_add(), facts.inv_count_pairs();
+DROP TABLE facts.inv_geo_country_all, facts.inv_geo_place_days, facts.inv_geo_place_recent;

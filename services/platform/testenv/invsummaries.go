@@ -14,15 +14,9 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 			SELECT day, threat, country, cell, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3, 4
 		) a FULL JOIN facts.inv_geo_daily_all b USING (day, threat, country, cell)
 		WHERE coalesce(a.events, 0) <> coalesce(b.events, 0)`},
-	{"places' devices over apps", `SELECT count(*) FROM (
-			SELECT d.day, d.threat, p.place, count(DISTINCT d.device_id) AS devices
-			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
-			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
-		) a FULL JOIN facts.inv_geo_place_devices_all b USING (day, threat, place)
-		WHERE coalesce(a.devices, 0) <> coalesce(b.devices, 0)`},
 	{"places' two most recent days", `SELECT count(*) FROM (
 			SELECT d.threat, p.place, d.device_id, (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] AS days
-			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (CASE WHEN d.threat = '' THEN nullif(d.cell, '') END)) p(place)
 			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_place_recent b USING (threat, place, device_id)
 		WHERE a.days[1] IS DISTINCT FROM b.last_day OR a.days[2] IS DISTINCT FROM b.prev_day`},
@@ -47,6 +41,5 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 		WHERE coalesce(a.events, 0) <> coalesce(b.events, 0)`},
 	{"keys left at zero", `SELECT (SELECT count(*) FROM facts.inv_threat_daily_all WHERE count = 0) +
 			(SELECT count(*) FROM facts.inv_geo_daily_all WHERE events = 0) +
-			(SELECT count(*) FROM facts.inv_geo_country_all WHERE events = 0) +
-			(SELECT count(*) FROM facts.inv_geo_place_devices_all WHERE devices = 0)`},
+			(SELECT count(*) FROM facts.inv_geo_country_all WHERE events = 0)`},
 }

@@ -89,11 +89,12 @@ func TestStore_WriteBatch_InvRecent(t *testing.T) {
 	}
 }
 
-// BenchmarkStore_InvRecent measures what the triggers of migration events
-// 000015 cost the write path: the same events (THREATVIEW_DRAIN_BENCH_EVENTS,
-// default 60,000, in batches of 2,000, one day, 8 apps, every event with a
-// user and a grid cell) into a fresh database with the triggers on and
-// off, PostgreSQL's CPU per event (pgtest.BackendCPU). Two spreads: every
+// BenchmarkStore_InvRecent measures what the investigation triggers cost
+// the write path: the same events (THREATVIEW_DRAIN_BENCH_EVENTS, default
+// 60,000, in batches of 2,000, one day, 8 apps, every event with a user and
+// a grid cell) into a fresh database with every trigger on, with those of
+// migrations events 000018 and 000020 off, and with all off, PostgreSQL's
+// CPU per event (pgtest.BackendCPU). Two spreads: every
 // event a new device and user (the worst case: each is a first sighting of
 // the day), and the (50 M events a month over 1 M devices: about
 // 1.7 events per device and day).
@@ -107,8 +108,11 @@ func BenchmarkStore_InvRecent(b *testing.B) {
 		name    string
 		devices int
 	}{{"new-device-each-event", 0}, {"1.7-events-per-device-day", total * 10 / 17}} {
-		for _, triggers := range []bool{true, false} {
-			b.Run(fmt.Sprintf("%s/triggers=%v", spread.name, triggers), func(b *testing.B) {
+		// all: every trigger; pairs: the devices and users per pair of days
+		// (000020) off; recency: those and the map's places (000018) off,
+		// 000015's on; none: all off.
+		for _, triggers := range []string{"all", "pairs", "recency", "none"} {
+			b.Run(fmt.Sprintf("%s/triggers=%s", spread.name, triggers), func(b *testing.B) {
 				s, pool := mustStore(b)
 				u, err := url.Parse(pool.Config().ConnString())
 				if err != nil {
@@ -116,11 +120,24 @@ func BenchmarkStore_InvRecent(b *testing.B) {
 				}
 				db := strings.TrimPrefix(u.Path, "/")
 				ctx := context.Background()
-				if !triggers {
+				var off []string
+				switch triggers {
+				case "none":
 					for _, tb := range []string{"inv_device_days", "inv_daily_users", "inv_threat_daily", "inv_geo_daily"} {
-						if _, err := pool.Exec(ctx, "ALTER TABLE facts."+tb+" DISABLE TRIGGER USER"); err != nil {
-							b.Fatal(err)
-						}
+						off = append(off, "ALTER TABLE facts."+tb+" DISABLE TRIGGER USER")
+					}
+				case "pairs":
+					off = append(off, "ALTER TABLE facts.inv_device_recent DISABLE TRIGGER USER", "ALTER TABLE facts.inv_user_recent DISABLE TRIGGER USER")
+				case "recency":
+					off = append(off, "ALTER TABLE facts.inv_device_days DISABLE TRIGGER inv_geo_places_add",
+						"ALTER TABLE facts.inv_device_recent DISABLE TRIGGER USER", "ALTER TABLE facts.inv_user_recent DISABLE TRIGGER USER")
+					for _, op := range []string{"insert", "update", "delete"} {
+						off = append(off, "ALTER TABLE facts.inv_geo_daily DISABLE TRIGGER inv_geo_country_all_"+op)
+					}
+				}
+				for _, q := range off {
+					if _, err := pool.Exec(ctx, q); err != nil {
+						b.Fatal(err)
 					}
 				}
 				r := rand.New(rand.NewPCG(7, 8))

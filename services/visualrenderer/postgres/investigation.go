@@ -345,34 +345,29 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 }
 
 // Map implements visualrenderer.Investigator. One app's rows are found by
-// its key in the per-app tables. Over all apps the counts over apps
-// (migration events 000018) answer: one day is read as counted (a few
-// hundred rows), several days count the distinct devices over the day's
-// sightings over all apps.
+// its key in the per-app tables. Over all apps each place's devices per
+// pair of recent days (migration events 000018) answer, one day or seven
+// alike, unless some device's two most recent days in a place are both at
+// or after the range's end (events dated ahead, a range in the past): then
+// the distinct devices of the day rows are counted.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
-	var byCountry, byCell string
-	switch {
-	case q.AppID != "":
-		byCountry, byCell = mapOfApp()
-	case q.To.Sub(q.From) <= 24*time.Hour:
-		byCountry, byCell = mapOfDay()
-	default:
-		// The places' recency tells every device's presence unless some
-		// device's two most recent days in a place are both at or after
-		// the range's end (events dated ahead, or a range ending in the
-		// past): then the sightings are counted.
+	byCountry, byCell := mapOfApp()
+	if q.AppID == "" {
 		var ambiguous int64
 		if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(devices), 0) FROM facts.inv_geo_place_days
 			WHERE threat = $1 AND last_day >= $2 AND prev_day >= $2`, q.Threat, q.To).Scan(&ambiguous); err != nil {
 			return m, unavailable("map", err)
 		}
 		byCountry, byCell = mapOfRecency()
+		overApps, overAppsCells := mapOverApps()
 		if ambiguous > 0 {
-			byCountry, byCell = mapOverApps()
+			byCountry, byCell = overApps, overAppsCells
+		} else if q.Threat != "" {
+			byCell = overAppsCells // cells are kept for all events only
 		}
 	}
-	// sql: byCountry and byCell are the constants of the functions above; every value is an argument.
+	// sql: byCountry and byCell are the constants of the functions below; every value is an argument.
 	rows, err := s.pool.Query(ctx, byCountry, q.From, q.To, q.Threat, q.AppID)
 	if err != nil {
 		return m, unavailable("map", err)
@@ -427,42 +422,31 @@ func mapOfApp() (byCountry, byCell string) {
 			fmt.Sprintf(ev, "cell"))
 }
 
-// mapOverApps counts the distinct devices of several days over the
-// sightings over all apps (a place is a country or, with a comma, a cell);
+// mapOverApps counts the distinct devices of the day rows of every app;
 // the events are the counts over apps.
 func mapOverApps() (byCountry, byCell string) {
-	dev := `SELECT place AS %s, count(DISTINCT device_id) AS devices FROM facts.inv_geo_devices_all
-		WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' AND place %s LIKE '%%,%%' GROUP BY 1`
+	dev := `SELECT %s, count(DISTINCT device_id) AS devices FROM facts.inv_device_days
+		WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`
 	return mapJoin(`SELECT country::text, sum(events) AS events FROM facts.inv_geo_country_all
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country", "NOT")),
-		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING count(DISTINCT device_id) >= $5`,
-			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
+			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country")+` GROUP BY 1`),
+		mapCells(fmt.Sprintf(dev, "cell")+` AND cell <> '' GROUP BY 1 HAVING count(DISTINCT device_id) >= $5`, mapCellEvents)
 }
 
-// mapOfRecency counts each place's devices of several days over all apps
-// from the devices per pair of most recent days (migration events 000018):
-// a device was there in the range when its last day is in it, or its last
-// day is after it and its previous day in it.
+// mapOfRecency sums each place's devices per pair of recent days (a place
+// is a country or, with a comma, a cell): a device was there in the range
+// when its last day is in it, or its last day is after it and its previous
+// day in it.
 func mapOfRecency() (byCountry, byCell string) {
 	dev := `SELECT place AS %s, sum(devices) AS devices FROM facts.inv_geo_place_days
 		WHERE threat = $3 AND last_day >= $1 AND (last_day < $2 OR (prev_day >= $1 AND prev_day < $2))
 		  AND $4 = '' AND place %s LIKE '%%,%%' GROUP BY 1`
 	return mapJoin(`SELECT country::text, sum(events) AS events FROM facts.inv_geo_country_all
 			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' GROUP BY 1`, fmt.Sprintf(dev, "country", "NOT")),
-		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING sum(devices) >= $5`,
-			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
+		mapCells(fmt.Sprintf(dev, "cell", "")+` HAVING sum(devices) >= $5`, mapCellEvents)
 }
 
-// mapOfDay reads a range holding at most one day over all apps as
-// counted: one row per country and per cell.
-func mapOfDay() (byCountry, byCell string) {
-	dev := `SELECT place AS %s, devices FROM facts.inv_geo_place_devices_all
-		WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = '' AND place %s LIKE '%%,%%'`
-	return mapJoin(`SELECT country::text, events FROM facts.inv_geo_country_all
-			WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`, fmt.Sprintf(dev, "country", "NOT")),
-		mapCells(fmt.Sprintf(dev, "cell", "")+` AND devices >= $5`,
-			`SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`)
-}
+// mapCellEvents are the cells' events over all apps.
+const mapCellEvents = `SELECT cell, sum(events) AS events FROM facts.inv_geo_daily_all WHERE day >= $1 AND day < $2 AND threat = $3 AND $4 = ''`
 
 // mapJoin lists the countries with events and their devices.
 func mapJoin(ev, dev string) string {

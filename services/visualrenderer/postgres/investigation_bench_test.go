@@ -134,7 +134,7 @@ func BenchmarkInvestigation(b *testing.B) {
 		{"map/7d", func(i int) error { _, err := s.Map(ctx, week); return err }},
 		// The analyst's home page draws the previous day's map (issue 40).
 		{"map/yesterday", func(i int) error {
-			_, err := s.Map(ctx, visualrenderer.RollupQuery{From: day.Add(-24 * time.Hour), To: day})
+			_, err := s.Map(ctx, visualrenderer.RollupQuery{From: day.Add(-24 * time.Hour), To: day, K: 5})
 			return err
 		}},
 	}

@@ -40,7 +40,7 @@ func TestStore_RecentExact(t *testing.T) {
 	threats := []string{"", "Hooks", "Debug", "Malware"}
 	for batch := range 12 {
 		var days []time.Time
-		var apps, devs, users, thr, dims, keys []string
+		var apps, devs, users, thr, dims, keys, cells []string
 		var counts []int64
 		for range 150 {
 			// Mostly the last 10 days; now and then up to 3 days ahead.
@@ -55,11 +55,13 @@ func TestStore_RecentExact(t *testing.T) {
 			thr = append(thr, threats[r.IntN(len(threats))])
 			dims = append(dims, []string{"os", "country", "hour"}[r.IntN(3)])
 			keys = append(keys, fmt.Sprintf("k%d", r.IntN(4)))
+			// A grid cell, or none (an event without a location).
+			cells = append(cells, []string{"", "1.5,2.5", "1.5,2.6", "-3.1,40.2"}[r.IntN(4)])
 			counts = append(counts, int64(1+r.IntN(5)))
 		}
 		exec(`INSERT INTO facts.inv_device_days (day, app_id, threat, country, cell, device_id)
 			SELECT * FROM unnest($1::date[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) ON CONFLICT DO NOTHING`,
-			days, apps, thr, keys, dims, devs)
+			days, apps, thr, keys, cells, devs)
 		exec(`INSERT INTO facts.inv_daily_users (day, app_id, user_pseudonym)
 			SELECT DISTINCT * FROM unnest($1::date[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING`, days, apps, users)
 		exec(`INSERT INTO facts.inv_daily (day, app_id, events, threat_events)
@@ -71,7 +73,7 @@ func TestStore_RecentExact(t *testing.T) {
 		exec(`INSERT INTO facts.inv_geo_daily AS r (day, app_id, threat, country, cell, events)
 			SELECT d, a, t, k, m, sum(c) FROM unnest($1::date[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[]) AS x(d, a, t, k, m, c)
 			GROUP BY 1, 2, 3, 4, 5 ON CONFLICT (day, threat, app_id, country, cell) DO UPDATE SET events = r.events + EXCLUDED.events`,
-			days, apps, thr, keys, dims, counts)
+			days, apps, thr, keys, cells, counts)
 		switch batch {
 		case 4: // an erasure of a device in one app, of a user in another
 			exec(`DELETE FROM facts.inv_device_days WHERE app_id = 'app-1' AND device_id = ANY('{dev-1,dev-2,dev-3}')`)
@@ -83,7 +85,7 @@ func TestStore_RecentExact(t *testing.T) {
 			exec(`DELETE FROM facts.inv_daily_users WHERE day < $1`, today.AddDate(0, 0, -6))
 			exec(`DELETE FROM facts.inv_threat_daily WHERE key = 'k0'`)
 			exec(`DELETE FROM facts.inv_geo_daily WHERE country = 'k1'`)
-			exec(`UPDATE facts.inv_geo_daily SET events = events + 1 WHERE cell = 'os'`)
+			exec(`UPDATE facts.inv_geo_daily SET events = events + 1 WHERE cell = '1.5,2.5'`)
 		}
 	}
 
@@ -130,35 +132,49 @@ func TestStore_RecentExact(t *testing.T) {
 				if o.Users != wantUsers || o.Devices != wantDevices {
 					t.Errorf("%s: Overview users %d devices %d, want %d and %d (count DISTINCT)", name, o.Users, o.Devices, wantUsers, wantDevices)
 				}
-				q.K = 2
-				m, err := s.Map(ctx, q)
-				if err != nil {
-					t.Fatalf("%s: Map: %v", name, err)
-				}
-				got := map[string][2]int64{}
-				for _, c := range m.Countries {
-					got[c.Country] = [2]int64{c.Events, c.Devices}
-				}
-				want := map[string][2]int64{}
-				rows, err := pool.Query(ctx, `SELECT g.country::text, g.events, (SELECT count(DISTINCT device_id) FROM facts.inv_device_days d
-					WHERE d.day >= $1 AND d.day < $2 AND d.threat = '' AND d.country = g.country AND ($3 = '' OR d.app_id = $3))
-				FROM (SELECT country, sum(events) AS events FROM facts.inv_geo_daily
-					WHERE day >= $1 AND day < $2 AND threat = '' AND ($3 = '' OR app_id = $3) GROUP BY 1) g`, sp.from, sp.to, app)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for rows.Next() {
-					var c string
-					var v [2]int64
-					if err := rows.Scan(&c, &v[0], &v[1]); err != nil {
+				// The map of all events and of one type: countries, and
+				// cells with at least K = 2 devices.
+				for _, threat := range []string{"", "Hooks"} {
+					q.K, q.Threat = 2, threat
+					m, err := s.Map(ctx, q)
+					if err != nil {
+						t.Fatalf("%s: Map: %v", name, err)
+					}
+					got := map[string][2]int64{}
+					for _, c := range m.Countries {
+						got[c.Country] = [2]int64{c.Events, c.Devices}
+					}
+					for _, c := range m.Cells {
+						got[fmt.Sprintf("%g,%g", c.Lat, c.Lon)] = [2]int64{c.Events, c.Devices}
+					}
+					want := map[string][2]int64{}
+					rows, err := pool.Query(ctx, `SELECT g.country::text, g.events, (SELECT count(DISTINCT device_id) FROM facts.inv_device_days d
+						WHERE d.day >= $1 AND d.day < $2 AND d.threat = $4 AND d.country = g.country AND ($3 = '' OR d.app_id = $3))
+					FROM (SELECT country, sum(events) AS events FROM facts.inv_geo_daily
+						WHERE day >= $1 AND day < $2 AND threat = $4 AND ($3 = '' OR app_id = $3) GROUP BY 1) g
+					UNION ALL
+					SELECT d.cell, (SELECT coalesce(sum(events), 0) FROM facts.inv_geo_daily g
+						WHERE g.day >= $1 AND g.day < $2 AND g.threat = $4 AND g.cell = d.cell AND ($3 = '' OR g.app_id = $3)),
+						count(DISTINCT device_id) FROM facts.inv_device_days d
+					WHERE d.day >= $1 AND d.day < $2 AND d.threat = $4 AND d.cell <> '' AND ($3 = '' OR d.app_id = $3)
+					GROUP BY 1 HAVING count(DISTINCT device_id) >= 2`, sp.from, sp.to, app, threat)
+					if err != nil {
 						t.Fatal(err)
 					}
-					want[c] = v
+					for rows.Next() {
+						var c string
+						var v [2]int64
+						if err := rows.Scan(&c, &v[0], &v[1]); err != nil {
+							t.Fatal(err)
+						}
+						want[c] = v
+					}
+					rows.Close()
+					if !reflect.DeepEqual(got, want) {
+						t.Errorf("%s: Map of %q = %v, over the day tables %v", name, threat, got, want)
+					}
 				}
-				rows.Close()
-				if !reflect.DeepEqual(got, want) {
-					t.Errorf("%s: Map countries = %v, over the day tables %v", name, got, want)
-				}
+				q.Threat = ""
 				for _, sel := range [][]string{{"Hooks"}, {"Debug", "Malware"}} {
 					got, err := postgres.DistinctDevices(ctx, s, q, sel)
 					want := count(`SELECT count(DISTINCT device_id) FROM facts.inv_device_days
