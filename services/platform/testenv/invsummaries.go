@@ -1,7 +1,7 @@
 package testenv
 
 // InvSummaryChecks are the investigation summaries over apps (migrations
-// events 000015, 000018 and 000020, kept by triggers on the per-app day tables),
+// events 000015, 000018, 000020 and 000021, kept by triggers on the per-app day tables),
 // each as a query counting the keys that differ from a recount of the day
 // tables: 0 when exact. The processor's writes and the renderer's readers
 // check the same definitions.
@@ -35,6 +35,12 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 			FROM facts.inv_user_recent GROUP BY 1, 2
 		) a FULL JOIN facts.inv_user_recent_days b USING (last_day, prev_day)
 		WHERE coalesce(a.users, 0) <> coalesce(b.users, 0)`},
+	{"devices and users per day over apps", `SELECT count(*) FROM (
+			SELECT day, count(DISTINCT device_id) AS devices FROM facts.inv_device_days WHERE threat = '' GROUP BY 1
+		) d FULL JOIN (
+			SELECT day, count(DISTINCT user_pseudonym) AS users FROM facts.inv_daily_users GROUP BY 1
+		) u USING (day) FULL JOIN facts.inv_daily_all b USING (day)
+		WHERE coalesce(d.devices, 0) <> coalesce(b.devices, 0) OR coalesce(u.users, 0) <> coalesce(b.users, 0)`},
 	{"countries' events over apps", `SELECT count(*) FROM (
 			SELECT day, threat, country, sum(events) AS events FROM facts.inv_geo_daily GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_country_all b USING (day, threat, country)
