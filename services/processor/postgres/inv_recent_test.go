@@ -111,7 +111,7 @@ func BenchmarkStore_InvRecent(b *testing.B) {
 		// all: every trigger; pairs: the devices and users per pair of days
 		// (000020) off; recency: those and the map's places (000018) off,
 		// 000015's on; none: all off.
-		for _, triggers := range []string{"all", "pairs", "recency", "none"} {
+		for _, triggers := range []string{"all", "daily", "pairs", "recency", "none"} {
 			b.Run(fmt.Sprintf("%s/triggers=%s", spread.name, triggers), func(b *testing.B) {
 				s, pool := mustStore(b)
 				u, err := url.Parse(pool.Config().ConnString())
@@ -126,6 +126,9 @@ func BenchmarkStore_InvRecent(b *testing.B) {
 					for _, tb := range []string{"inv_device_days", "inv_daily_users", "inv_threat_daily", "inv_geo_daily"} {
 						off = append(off, "ALTER TABLE facts."+tb+" DISABLE TRIGGER USER")
 					}
+				case "daily":
+					off = append(off, "ALTER TABLE facts.inv_device_days DISABLE TRIGGER inv_daily_devices_add",
+						"ALTER TABLE facts.inv_daily_users DISABLE TRIGGER inv_daily_users_add")
 				case "pairs":
 					off = append(off, "ALTER TABLE facts.inv_device_recent DISABLE TRIGGER USER", "ALTER TABLE facts.inv_user_recent DISABLE TRIGGER USER")
 				case "recency":
