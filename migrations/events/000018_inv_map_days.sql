@@ -8,8 +8,14 @@
 -- or per-day figures, so they are counted the way migration 000015 counts
 -- devices over apps, per place. A place is a country (its two letters) or a
 -- grid cell ("lat,lon": the comma tells them apart; events without a
--- location have no cell and count in their country only).
---   inv_geo_place_recent  per threat type ('' for any event), place and
+-- location have no cell and count in their country only). They are kept
+-- for the map of all events (threat ''), the one the home page and All
+-- Events draw; a map of one threat type (All Events filtered by it) counts
+-- that type's rows of inv_device_days, so a device's first event of a day
+-- costs a row per place, not one per place and threat type it shows
+-- (BenchmarkStore_Drain, every event a new device, many with threats: +68
+-- µs of PostgreSQL CPU an event with every type kept).
+--   inv_geo_place_recent  per threat type (only '': any event), place and
 --                         device: its two most recent days there over all
 --                         apps (prev_day NULL when one)
 --   inv_geo_place_days    the devices per threat type, last day, place and
@@ -93,8 +99,8 @@ BEGIN
     INSERT INTO facts.inv_geo_place_recent AS r (threat, place, device_id, last_day, prev_day)
     SELECT threat, place, device_id, days[1], days[2]
     FROM (SELECT n.threat, p.place, n.device_id, (array_agg(DISTINCT n.day ORDER BY n.day DESC))[1:2] AS days
-          FROM inv_new n, LATERAL (VALUES (n.country::text), (CASE WHEN n.threat = '' THEN nullif(n.cell, '') END)) p(place)
-          WHERE p.place IS NOT NULL GROUP BY 1, 2, 3) x
+          FROM inv_new n, LATERAL (VALUES (n.country::text), (nullif(n.cell, ''))) p(place)
+          WHERE n.threat = '' AND p.place IS NOT NULL GROUP BY 1, 2, 3) x
     ORDER BY 1, 2, 3
     ON CONFLICT (threat, place, device_id) DO UPDATE SET
         last_day = greatest(r.last_day, EXCLUDED.last_day),
@@ -118,8 +124,8 @@ BEGIN
               WHERE d.app_id = ANY((SELECT facts.inv_apps())::text[]) AND d.device_id = k.device_id
                 AND d.threat = k.threat AND k.place IN (d.country::text, d.cell)) AS days
         FROM (SELECT DISTINCT o.threat, p.place, o.device_id
-              FROM inv_old o, LATERAL (VALUES (o.country::text), (CASE WHEN o.threat = '' THEN nullif(o.cell, '') END)) p(place)
-              WHERE p.place IS NOT NULL) k
+              FROM inv_old o, LATERAL (VALUES (o.country::text), (nullif(o.cell, ''))) p(place)
+              WHERE o.threat = '' AND p.place IS NOT NULL) k
     ), gone AS (
         DELETE FROM facts.inv_geo_place_recent r USING fresh f
         WHERE f.days IS NULL AND (r.threat, r.place, r.device_id) = (f.threat, f.place, f.device_id)
@@ -139,8 +145,8 @@ LOCK TABLE facts.inv_device_days, facts.inv_geo_daily IN SHARE ROW EXCLUSIVE MOD
 INSERT INTO facts.inv_geo_place_recent (threat, place, device_id, last_day, prev_day)
 SELECT threat, place, device_id, days[1], days[2]
 FROM (SELECT d.threat, p.place, d.device_id, (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] AS days
-      FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (CASE WHEN d.threat = '' THEN nullif(d.cell, '') END)) p(place)
-      WHERE p.place IS NOT NULL GROUP BY 1, 2, 3) x;
+      FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+      WHERE d.threat = '' AND p.place IS NOT NULL GROUP BY 1, 2, 3) x;
 INSERT INTO facts.inv_geo_place_days (threat, last_day, place, prev_day, devices)
 SELECT threat, last_day, place, coalesce(prev_day, '-infinity'), count(*) FROM facts.inv_geo_place_recent GROUP BY 1, 2, 3, 4;
 INSERT INTO facts.inv_geo_country_all (day, threat, country, events)

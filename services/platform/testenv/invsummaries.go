@@ -16,8 +16,8 @@ var InvSummaryChecks = []struct{ Name, Query string }{
 		WHERE coalesce(a.events, 0) <> coalesce(b.events, 0)`},
 	{"places' two most recent days", `SELECT count(*) FROM (
 			SELECT d.threat, p.place, d.device_id, (array_agg(DISTINCT d.day ORDER BY d.day DESC))[1:2] AS days
-			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (CASE WHEN d.threat = '' THEN nullif(d.cell, '') END)) p(place)
-			WHERE p.place IS NOT NULL GROUP BY 1, 2, 3
+			FROM facts.inv_device_days d, LATERAL (VALUES (d.country::text), (nullif(d.cell, ''))) p(place)
+			WHERE d.threat = '' AND p.place IS NOT NULL GROUP BY 1, 2, 3
 		) a FULL JOIN facts.inv_geo_place_recent b USING (threat, place, device_id)
 		WHERE a.days[1] IS DISTINCT FROM b.last_day OR a.days[2] IS DISTINCT FROM b.prev_day`},
 	{"places' devices per pair of days", `SELECT count(*) FROM (

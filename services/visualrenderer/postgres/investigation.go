@@ -356,26 +356,29 @@ func (s *Store) distinct(ctx context.Context, q visualrenderer.RollupQuery, r re
 }
 
 // Map implements visualrenderer.Investigator. One app's rows are found by
-// its key in the per-app tables. Over all apps each place's devices per
-// pair of recent days (migration events 000018) answer, one day or seven
-// alike, unless some device's two most recent days in a place are both at
-// or after the range's end (events dated ahead, a range in the past): then
-// the distinct devices of the day rows are counted.
+// its key in the per-app tables. Over all apps the map of all events sums
+// each place's devices per pair of recent days (migration events 000018),
+// one day or seven alike, unless some device's two most recent days in a
+// place are both at or after the range's end (events dated ahead, a range
+// in the past); then, and for a threat type's map, the distinct devices of
+// the day rows are counted.
 func (s *Store) Map(ctx context.Context, q visualrenderer.RollupQuery) (visualrenderer.MapData, error) {
 	m := visualrenderer.MapData{From: q.From, To: q.To, K: q.K, Countries: []visualrenderer.MapCountry{}, Cells: []visualrenderer.MapCell{}}
 	byCountry, byCell := mapOfApp()
-	if q.AppID == "" {
+	switch {
+	case q.AppID != "":
+	case q.Threat != "":
+		// The places' recency is kept for all events only.
+		byCountry, byCell = mapOverApps()
+	default:
 		var ambiguous int64
 		if err := s.pool.QueryRow(ctx, `SELECT coalesce(sum(devices), 0) FROM facts.inv_geo_place_days
-			WHERE threat = $1 AND last_day >= $2 AND prev_day >= $2`, q.Threat, q.To).Scan(&ambiguous); err != nil {
+			WHERE threat = '' AND last_day >= $1 AND prev_day >= $1`, q.To).Scan(&ambiguous); err != nil {
 			return m, unavailable("map", err)
 		}
 		byCountry, byCell = mapOfRecency()
-		overApps, overAppsCells := mapOverApps()
 		if ambiguous > 0 {
-			byCountry, byCell = overApps, overAppsCells
-		} else if q.Threat != "" {
-			byCell = overAppsCells // cells are kept for all events only
+			byCountry, byCell = mapOverApps()
 		}
 	}
 	// sql: byCountry and byCell are the constants of the functions below; every value is an argument.
