@@ -87,6 +87,7 @@ func SeedInvestigation(tb testing.TB, db Execer, n int, end time.Time) time.Dura
 		// the freshly loaded tables while the reads are timed.
 		`VACUUM (ANALYZE)`,
 	} {
+		// sql: q is one of the constant statements above.
 		if _, err := db.Exec(ctx, q); err != nil {
 			tb.Fatalf("%.60s: %v", q, err)
 		}
