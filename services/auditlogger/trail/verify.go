@@ -231,6 +231,20 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 		return nil, nil
 	}
 
+	// appendedSince tells a row past the state read above that the worker
+	// appended since (it commits a batch's rows and the grown tree state in
+	// one transaction, so the state read again covers them) from one
+	// written past the tree (the state read again does not): rows and state
+	// are read at different moments while the worker writes.
+	fresh := state.Size
+	appendedSince := func(seq uint64) bool {
+		if seq >= fresh {
+			if s, err := src.State(ctx); err == nil {
+				fresh = s.Size
+			}
+		}
+		return seq < fresh
+	}
 	var cands []candidate
 	var lastGood int64 = -1 // highest seq with a row in place
 	var gaps []Entry        // reference entries with no row, after lastGood
@@ -273,6 +287,9 @@ func Verify(ctx context.Context, src Source, ref Reference, keys Keyring, opts O
 					v.add(r.Record.ID, r.Record.Time, KindModified, "leaf_hash column changed (seq %d)", seq)
 				}
 			case e == nil && seq >= state.Size && seq >= target:
+				if appendedSince(seq) {
+					continue
+				}
 				v.add(r.Record.ID, r.Record.Time, KindInserted, "sequence number %d is past the tree's %d leaves", seq, state.Size)
 				continue
 			case match >= 0 || (leaf != nil):
