@@ -341,25 +341,15 @@ func TestInvestigation_EndToEnd(t *testing.T) {
 			rows.Close()
 		}
 		db := e2etest.MariaDB(t, env.AuditDSN)
-		rows, err := db.QueryContext(ctx, `SELECT CONCAT_WS('|', actor_app_id, action, resource, user_agent, request_id, COALESCE(body, ''))
-			FROM audit_events WHERE time >= ?`, since)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			n++
+		audited := testenv.AuditRowsSince(t, db, since)
+		for _, s := range audited {
 			for _, needle := range needles {
 				if strings.Contains(s, needle) {
 					t.Errorf("an audit row holds %q: %s", needle, s)
 				}
 			}
 		}
-		rows.Close()
+		n := len(audited)
 		if n == 0 {
 			t.Error("no audit rows since the test began: the search audits are missing")
 		}
