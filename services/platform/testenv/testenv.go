@@ -56,6 +56,14 @@ func Name(prefix string) string {
 // returns its URL. The database is dropped when the test ends.
 func MustPostgres(tb testing.TB) string {
 	tb.Helper()
+	return MustPostgresWith(tb, "")
+}
+
+// MustPostgresWith is MustPostgres with options for CREATE DATABASE (a
+// constant of the test, e.g. "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'
+// LOCALE 'C' TEMPLATE template0").
+func MustPostgresWith(tb testing.TB, options string) string {
+	tb.Helper()
 	base := MustEnv(tb, "EVENTS_DATABASE_URL")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -65,8 +73,9 @@ func MustPostgres(tb testing.TB) string {
 	}
 	defer conn.Close(context.Background())
 	name := Name("t")
-	// sql: DDL; name comes from Name (a prefix and random hex).
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	// sql: DDL; name comes from Name (a prefix and random hex), options
+	// is a constant of the calling test.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name+" "+options); err != nil {
 		tb.Fatalf("create database %s: %v", name, err)
 	}
 	tb.Cleanup(func() {

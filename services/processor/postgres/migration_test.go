@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -150,5 +152,66 @@ func TestMigration000019_DropsTheQueue(t *testing.T) {
 	}
 	if _, err := p.ApplyVersion(ctx, 19, true); err != nil || !gone() {
 		t.Fatalf("up 000019 again: %v, want both tables dropped", err)
+	}
+}
+
+// TestMigration000022_RefusesCollationNotByteOrder: the processor sorts
+// its upserts' keys in Go, byte by byte, and the erasure and the
+// investigation triggers lock the same rows in the database's collation
+// order, so the events database must sort in byte order. A database of
+// another collation (here ICU en-US, where 'a' sorts before 'B') is
+// refused by migration 000022 with a hint, and nothing past it is
+// applied; the stack's database (C) sorts strings as Go does.
+func TestMigration000022_RefusesCollationNotByteOrder(t *testing.T) {
+	ctx := context.Background()
+	keys := []string{"a", "B", "_x", "Z9", "é", "e", "app-10", "app-9", "app 1", "ÿ", "DE", "de"}
+	order := func(db *sql.DB) []string {
+		t.Helper()
+		var got []string
+		rows, err := db.QueryContext(ctx, `SELECT k FROM unnest($1::text[]) AS k ORDER BY k`, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, k)
+		}
+		return got
+	}
+	byteOrder := slices.Clone(keys)
+	slices.Sort(byteOrder)
+
+	url := testenv.MustPostgresWith(t, "LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C' TEMPLATE template0")
+	db, p := eventsMigrations(t, url)
+	if got := order(db); slices.Equal(got, byteOrder) {
+		t.Fatalf("the ICU database sorts %q as Go does: the test misses the case", got)
+	}
+	if _, err := p.UpTo(ctx, 21); err != nil {
+		t.Fatalf("migrate up to 000021: %v", err)
+	}
+	_, err := p.ApplyVersion(ctx, 22, true)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "22023" || !strings.Contains(pgErr.Message, "not in byte order") || !strings.Contains(pgErr.Hint, "LOCALE 'C'") {
+		t.Fatalf("000022 on an ICU en-US database: %v, want refused (SQLSTATE 22023) with a hint to create it with LOCALE 'C'", err)
+	}
+	if _, err := migrations.Up(ctx, db, migrations.Events); err == nil {
+		t.Fatal("migrations.Up on an ICU en-US database succeeded, want refused")
+	}
+	var applied int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id >= 22 AND is_applied`).Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 0 {
+		t.Errorf("%d migrations from 000022 on are recorded as applied on the refused database, want 0", applied)
+	}
+
+	stack, _ := pgtest.MustEventsDB(t)
+	sdb, _ := eventsMigrations(t, stack)
+	if got := order(sdb); !slices.Equal(got, byteOrder) {
+		t.Errorf("the stack's events database sorts %q, Go sorts %q: the processor's and the erasure's lock orders differ", got, byteOrder)
 	}
 }
