@@ -54,6 +54,11 @@ func cmdReport(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
+	// The page's hand-written sections (measurements no run of this tool
+	// takes) survive the rewrite.
+	if old, err := os.ReadFile(*out); err == nil {
+		page = withKeptSections(page, string(old))
+	}
 	// The guard's trend (written by `loadtest trend`) closes the page.
 	if trend, err := os.ReadFile(filepath.Join(*in, "trend.md")); err == nil {
 		page += "\n" + string(trend)
@@ -867,4 +872,30 @@ func takenOn(t time.Time) string {
 		return ""
 	}
 	return " (measured " + t.Format("2006-01-02 15:04 MST") + ")"
+}
+
+// keptMarker, on the line after a "## " heading of the page, marks a
+// section written by hand: report carries it over when it rewrites the page.
+const keptMarker = "<!-- written by hand: loadtest report keeps this section -->"
+
+// withKeptSections inserts old's hand-written sections (a "## " heading
+// followed by keptMarker, up to the next "## " heading), in their order,
+// before page's "## Reproduce" (at its end when it has none).
+func withKeptSections(page, old string) string {
+	var kept []string
+	for _, sec := range strings.SplitAfter(old, "\n## ")[1:] {
+		sec = strings.TrimSuffix(sec, "## ")
+		title, body, _ := strings.Cut(sec, "\n")
+		if strings.HasPrefix(body, keptMarker) {
+			kept = append(kept, "## "+title+"\n"+strings.TrimRight(body, "\n")+"\n\n")
+		}
+	}
+	if len(kept) == 0 {
+		return page
+	}
+	at := strings.Index(page, "\n## Reproduce")
+	if at < 0 {
+		return strings.TrimRight(page, "\n") + "\n\n" + strings.Join(kept, "")
+	}
+	return page[:at+1] + strings.Join(kept, "") + page[at+1:]
 }

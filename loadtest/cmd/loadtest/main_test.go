@@ -120,6 +120,8 @@ func TestReport(t *testing.T) {
 	must(os.MkdirAll(filepath.Dir(out), 0o755))
 	must(os.WriteFile(filepath.Join(filepath.Dir(out), "flame-collector.svg"), []byte("<svg/>"), 0o644))
 	must(os.WriteFile(filepath.Join(filepath.Dir(out), "flame-processor.svg"), []byte("<svg/>"), 0o644))
+	// The page as an earlier run left it, with a section written by hand.
+	must(os.WriteFile(out, []byte("# Old\n\n## Results\n\nstale\n\n## Analyst pages at scale\n"+keptMarker+"\n\nHome p95 143 ms\n\n## Reproduce\n\nx\n"), 0o644))
 	if err := run(context.Background(), []string{"report", "-in", dir, "-o", out}, env(nil), io.Discard, io.Discard); err != nil {
 		t.Fatalf("report = %v", err)
 	}
@@ -129,6 +131,7 @@ func TestReport(t *testing.T) {
 	}
 	page := string(b)
 	for _, want := range []string{
+		"## Analyst pages at scale\n" + keptMarker + "\n\nHome p95 143 ms",
 		"## Setup", "## Test run", "## Results", "## Resources per service", "## Storage", "## Verification", "## Go benchmarks",
 		"## Ceilings", "31000 events/s   52.0 pg-cpu-µs/event", "cold start: 40 valid apps, all 202 in 1.20 s",
 		"| Application startup | 6300 | 0 | 0.00% |",
