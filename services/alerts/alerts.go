@@ -238,9 +238,11 @@ type ForwarderStatus struct {
 	LastError  string  `json:"last_error,omitempty"`
 }
 
-// Event is one outbox row: a stored threat event. Position orders it.
+// Event is one outbox row: a stored threat event, number Seq of its
+// writer's Shard.
 type Event struct {
-	Pos         Position
+	Shard       int16
+	Seq         int64
 	ID          string
 	AppID       string
 	ReceivedAt  time.Time
@@ -254,10 +256,38 @@ type Event struct {
 	Threats     []string
 }
 
-// Position is a place in the outbox: rows are read in Seq order, which is
-// their commit order.
+// Position is a reader's place in the outbox, one per shard. Each events
+// shard's processor numbers its rows in its own commit order (a later
+// commit, larger numbers), and the shards' numbers interleave in any order,
+// so a reader that has read shard k up to seq n has read every row of k
+// below n, and nothing of the other shards follows from it. Base is the
+// place in each shard Shards does not name (a shard that had no rows yet).
 type Position struct {
-	Seq int64
+	Base   int64
+	Shards map[int16]int64
+}
+
+// In returns the place in shard k.
+func (p Position) In(k int16) int64 {
+	if s, ok := p.Shards[k]; ok {
+		return s
+	}
+	return p.Base
+}
+
+// After returns p moved past events, rows read after p: each shard's rows
+// in its order, as the Store returns them. p is not changed.
+func (p Position) After(events []Event) Position {
+	next := Position{Base: p.Base, Shards: make(map[int16]int64, len(p.Shards)+1)}
+	for k, s := range p.Shards {
+		next.Shards[k] = s
+	}
+	for _, e := range events {
+		if e.Seq > next.In(e.Shard) {
+			next.Shards[e.Shard] = e.Seq
+		}
+	}
+	return next
 }
 
 // Sink sends a batch of formatted events to one destination.

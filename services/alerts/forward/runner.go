@@ -17,16 +17,18 @@ type Store interface {
 	Forwarders(ctx context.Context) ([]alerts.Forwarder, error)
 	// Cursor returns the forwarder's position (zero before its first batch).
 	Cursor(ctx context.Context, name string) (alerts.Position, error)
-	// Outbox returns up to limit rows after pos, of finished transactions only.
+	// Outbox returns up to limit rows after pos, of finished transactions
+	// only, each shard's in its order (Position.After moves past them).
 	Outbox(ctx context.Context, after alerts.Position, limit int) ([]alerts.Event, error)
 	// Delivered moves the forwarder's cursor to pos and adds n delivered.
 	Delivered(ctx context.Context, forwarderID string, pos alerts.Position, n int) error
 	// Failed counts a failed attempt with its message.
 	Failed(ctx context.Context, forwarderID, msg string) error
-	// Skip bounds the forwarder's backlog: when more than max outbox rows
-	// wait after its cursor, it moves the cursor past the oldest of them,
-	// leaving max, adds how many it passed to the forwarder's skipped
-	// count, and returns the cursor and that number (0: within the bound).
+	// Skip bounds the forwarder's backlog: when rows wait after its cursor
+	// that are numbered more than max below the outbox's newest, it moves
+	// the cursor past them, leaving at most max, adds how many it passed
+	// to the forwarder's skipped count, and returns the cursor and that
+	// number (0: within the bound).
 	Skip(ctx context.Context, forwarderID string, max int64) (alerts.Position, int64, error)
 }
 
@@ -191,7 +193,7 @@ func feed(ctx context.Context, st Store, f alerts.Forwarder, cfg Config, log *sl
 				matched = append(matched, rows[i])
 			}
 		}
-		last := rows[len(rows)-1].Pos
+		last := pos.After(rows)
 		if len(matched) > 0 {
 			if err := sink.Send(ctx, matched); err != nil {
 				if ctx.Err() != nil {

@@ -34,8 +34,10 @@ type s3Put interface {
 
 // S3 writes each batch as one object of OCSF NDJSON lines under the
 // forwarder's prefix, named by the outbox positions it holds
-// (<prefix><first seq>-<last seq>.ndjson, zero-padded so keys sort in
-// outbox order). The cursor moves only after S3 has the object, so a
+// (<prefix><first seq>-<last seq>.ndjson, zero-padded so keys sort by
+// their rows' numbers; with events shards a shard that commits late puts
+// a lower number in a later batch, so the order is close to, not exactly,
+// the order of sending). The cursor moves only after S3 has the object, so a
 // failed or interrupted batch is written again under the same name when
 // it is the same rows: at least once, duplicates carrying the same event id.
 type S3 struct {
@@ -72,7 +74,7 @@ func NewS3(ctx context.Context, rawURL, version string, cfg S3Config) (*S3, erro
 }
 
 // Key is the object name of a batch from first to last.
-func (s *S3) Key(first, last alerts.Position) string {
+func (s *S3) Key(first, last *alerts.Event) string {
 	return fmt.Sprintf("%s%020d-%020d.ndjson", s.prefix, first.Seq, last.Seq)
 }
 
@@ -87,7 +89,7 @@ func (s *S3) Send(ctx context.Context, events []alerts.Event) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
-	key := s.Key(events[0].Pos, events[len(events)-1].Pos)
+	key := s.Key(&events[0], &events[len(events)-1])
 	if _, err := s.api.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(s.bucket), Key: aws.String(key),
 		Body: bytes.NewReader(s.buf), ContentLength: aws.Int64(int64(len(s.buf))),
 		ContentType: aws.String("application/x-ndjson")}); err != nil {

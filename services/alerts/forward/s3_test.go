@@ -65,7 +65,7 @@ func TestS3_Send(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	var events []alerts.Event
 	for i := range 3 {
-		events = append(events, alerts.Event{Pos: alerts.Position{Seq: int64(41 + i)}, ID: uuid.NewString(), AppID: "app.s3",
+		events = append(events, alerts.Event{Seq: int64(41 + i), ID: uuid.NewString(), AppID: "app.s3",
 			ReceivedAt: now, OccurredAt: now, Type: "threat", OS: "android", Country: "FR", Threats: []string{"root"}})
 	}
 	for range 2 {
@@ -77,7 +77,7 @@ func TestS3_Send(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := s.Key(events[0].Pos, events[2].Pos)
+	want := s.Key(&events[0], &events[2])
 	if len(list.Contents) != 1 || aws.ToString(list.Contents[0].Key) != want {
 		var keys []string
 		for _, o := range list.Contents {

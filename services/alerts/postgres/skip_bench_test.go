@@ -5,16 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"threatview/alerts"
 	"threatview/alerts/internal/pgtest"
 )
 
 // BenchmarkSkip measures the backlog bound on an outbox of b.N + 1,000
 // rows after a failing forwarder's cursor, with a bound of b.N: the first
-// Skip passes 1,000 rows (reading b.N index entries from the newest end),
-// each later one finds the span within the bound without a count. It
+// Skip passes 1,000 rows (the edge is b.N below the newest number, and
+// only the rows behind it are counted, by index range), each later one
+// finds none behind the edge. It
 // reports both calls' wall time (the database's: the alerts process only
 // waits); Skip runs only after a failed batch or a failed start.
 //
@@ -22,14 +20,7 @@ import (
 func BenchmarkSkip(b *testing.B) {
 	_, st, pool := pgtest.MustStore(b)
 	ctx := context.Background()
-	f := alerts.Forwarder{ID: uuid.NewString(), Name: "down", Type: alerts.ForwardHTTP, URL: "https://siem.example/x",
-		Format: alerts.FormatOCSF, CreatedBy: "bench"}
-	if err := f.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.CreateForwarder(ctx, &f, nil); err != nil {
-		b.Fatal(err)
-	}
+	f := pgtest.Forwarder(b, st)
 	pgtest.Insert(b, pool, 1, 0, b.N+1000, "app-a", time.Now(), "hooking")
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE alerts.outbox`); err != nil {
 		b.Fatal(err)

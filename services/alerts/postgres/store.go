@@ -251,10 +251,17 @@ func (s *Store) ruleExists(ctx context.Context, id string) (bool, error) {
 func (s *Store) CreateForwarder(ctx context.Context, f *alerts.Forwarder, audit func(context.Context) error) error {
 	return s.inTx(ctx, "create forwarder", func(tx pgx.Tx) error {
 		// A new forwarder starts at the outbox's end: it forwards the
-		// threat events committed from now on.
-		_, err := tx.Exec(ctx, `INSERT INTO alerts.cursors (name, seq)
-			SELECT $1, coalesce(max(seq), 0) FROM alerts.outbox`, "fwd:"+f.ID)
-		if err != nil {
+		// threat events committed from now on. In a shard with rows that
+		// is after its last committed row (its later commits number
+		// higher); a shard with none yet is read from its start (base 0).
+		name := CursorNameOf(f.ID)
+		if _, err := tx.Exec(ctx, `INSERT INTO alerts.cursors (name, seq) VALUES ($1, 0)`, name); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `WITH `+shardsSQL+`
+			INSERT INTO alerts.cursor_shards (name, shard, seq)
+			SELECT $1, s.k, (SELECT max(o.seq) FROM alerts.outbox o WHERE o.shard = s.k) FROM shards s WHERE s.k IS NOT NULL`,
+			name); err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `INSERT INTO alerts.forwarders (id, name, type, url, format, app_ids, threats, ca_pem, created_by,
@@ -308,13 +315,17 @@ func (s *Store) DeleteForwarder(ctx context.Context, id string, audit func(conte
 func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.ForwarderStatus, error) {
 	var st alerts.ForwarderStatus
 	var oldest *time.Time
-	err := s.pool.QueryRow(ctx, `
-		WITH c AS (SELECT seq FROM alerts.cursors WHERE name = 'fwd:' || $1::uuid::text)
+	pos, err := readPosition(ctx, s.pool, CursorNameOf(id))
+	if err == nil {
+		err = s.pool.QueryRow(ctx, `WITH `+afterSQL+`
 		SELECT f.delivered, f.failed, f.skipped, f.last_error,
-			(SELECT count(*) FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c)),
-			(SELECT o.received_at FROM alerts.outbox o WHERE o.seq > (SELECT seq FROM c) ORDER BY o.seq LIMIT 1)
-		FROM alerts.forwarders f WHERE f.id = $1::uuid AND f.deleted_at IS NULL`, id).
-		Scan(&st.Delivered, &st.Failed, &st.Skipped, &st.LastError, &st.Pending, &oldest)
+			(SELECT coalesce(sum(r.n), 0) FROM after a CROSS JOIN LATERAL (SELECT count(*) AS n FROM alerts.outbox o
+				WHERE o.shard = a.k AND o.seq > a.seq) r),
+			(SELECT min(r.received_at) FROM after a CROSS JOIN LATERAL (SELECT o.received_at FROM alerts.outbox o
+				WHERE o.shard = a.k AND o.seq > a.seq ORDER BY o.seq LIMIT 1) r)
+		FROM alerts.forwarders f WHERE f.id = $4::uuid AND f.deleted_at IS NULL`, append(positionArgs(pos), id)...).
+			Scan(&st.Delivered, &st.Failed, &st.Skipped, &st.LastError, &st.Pending, &oldest)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, fmt.Errorf("forwarder %s: %w", id, alerts.ErrNotFound)
 	}
@@ -329,10 +340,9 @@ func (s *Store) ForwarderStatus(ctx context.Context, id string) (alerts.Forwarde
 
 // Cursor returns a named cursor's position (zero when there is none).
 func (s *Store) Cursor(ctx context.Context, name string) (alerts.Position, error) {
-	var p alerts.Position
-	err := s.pool.QueryRow(ctx, `SELECT seq FROM alerts.cursors WHERE name = $1`, name).Scan(&p.Seq)
+	p, err := readPosition(ctx, s.pool, name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return p, nil
+		return alerts.Position{}, nil
 	}
 	if err != nil {
 		return p, unavailable("read cursor "+name, err)
@@ -340,16 +350,82 @@ func (s *Store) Cursor(ctx context.Context, name string) (alerts.Position, error
 	return p, nil
 }
 
-// outboxAfter selects rows after a position. Rows are numbered in commit
-// order (migration 000011), so no row can commit later with a smaller seq:
-// a cursor never passes a row it has not read.
-const outboxAfter = `o.seq > $1`
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// readPosition reads a cursor: its base (alerts.cursors.seq) and its
+// place in each shard that has one (alerts.cursor_shards, migration
+// 000023); pgx.ErrNoRows when there is no such cursor.
+func readPosition(ctx context.Context, q querier, name string) (alerts.Position, error) {
+	var p alerts.Position
+	var shards []int16
+	var seqs []int64
+	err := q.QueryRow(ctx, `SELECT c.seq, coalesce(array_agg(s.shard ORDER BY s.shard) FILTER (WHERE s.shard IS NOT NULL), '{}'),
+			coalesce(array_agg(s.seq ORDER BY s.shard) FILTER (WHERE s.shard IS NOT NULL), '{}')
+		FROM alerts.cursors c LEFT JOIN alerts.cursor_shards s ON s.name = c.name WHERE c.name = $1 GROUP BY c.seq`, name).
+		Scan(&p.Base, &shards, &seqs)
+	if err != nil {
+		return p, err
+	}
+	p.Shards = make(map[int16]int64, len(shards))
+	for i, k := range shards {
+		p.Shards[k] = seqs[i]
+	}
+	return p, nil
+}
+
+// positionArgs are afterSQL's $1 to $3 for p: its base, and its shards
+// with their places.
+func positionArgs(p alerts.Position) []any {
+	shards := make([]int16, 0, len(p.Shards))
+	seqs := make([]int64, 0, len(p.Shards))
+	for k, s := range p.Shards {
+		shards = append(shards, k)
+		seqs = append(seqs, s)
+	}
+	return []any{p.Base, shards, seqs}
+}
+
+// shardsSQL is a common table expression "shards" of the shards that have
+// rows in the outbox (k; a last row with k null ends the list): a loose
+// scan of the index outbox_shard_seq, one probe a shard, so its cost does
+// not grow with the outbox.
+const shardsSQL = `RECURSIVE shards AS (
+	SELECT min(shard) AS k FROM alerts.outbox
+	UNION ALL
+	SELECT (SELECT min(o.shard) FROM alerts.outbox o WHERE o.shard > s.k) FROM shards s WHERE s.k IS NOT NULL
+)`
+
+// afterSQL adds to shardsSQL "after": each shard k with rows and the seq a
+// reader at a position (positionArgs, $1 to $3) has read it to. Each shard's
+// rows are numbered in its commit order (migration 000023), so no row of
+// shard k commits later with a seq below one already read in k: a reader
+// that follows each shard by its own seq never passes a row. The numbers
+// are passed as parameters, not joined from alerts.cursors, so each
+// shard's rows are read through the index (shard, seq): a join to the
+// cursor row once made PostgreSQL scan the whole outbox.
+const afterSQL = shardsSQL + `, after AS (
+	SELECT s.k, coalesce((SELECT c.seq FROM unnest($2::smallint[], $3::bigint[]) AS c(k, seq) WHERE c.k = s.k), $1::bigint) AS seq
+	FROM shards s WHERE s.k IS NOT NULL
+)`
+
+// rowsAfterSQL selects the first $4 rows after the position in afterSQL,
+// oldest number first over all shards: each shard's rows in its order, and
+// of each shard the first ones (what Position.After and Fold rely on). A
+// shard's rows are read by index from its place, at most $4 of them.
+const rowsAfterSQL = `SELECT r.* FROM after a CROSS JOIN LATERAL (
+		SELECT o.shard, o.seq, o.event_id, o.app_id, o.received_at, o.occurred_at, o.type, o.app_version,
+			o.device_model, o.os, o.os_version, o.country, o.threats
+		FROM alerts.outbox o WHERE o.shard = a.k AND o.seq > a.seq ORDER BY o.seq LIMIT $4
+	) r ORDER BY r.seq LIMIT $4`
 
 // Outbox returns up to limit rows after pos.
 func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([]alerts.Event, error) {
-	rows, err := s.pool.Query(ctx, `SELECT o.seq, o.event_id::text, o.app_id, o.received_at, o.occurred_at,
-			o.type, o.app_version, o.device_model, o.os, o.os_version, o.country, o.threats
-		FROM alerts.outbox o WHERE `+outboxAfter+` ORDER BY o.seq LIMIT $2`, after.Seq, limit)
+	rows, err := s.pool.Query(ctx, `WITH `+afterSQL+`, rows AS (`+rowsAfterSQL+`)
+		SELECT shard, seq, event_id::text, app_id, received_at, occurred_at, type, app_version, device_model, os,
+			os_version, country, threats FROM rows ORDER BY seq`, append(positionArgs(after), limit)...)
 	if err != nil {
 		return nil, unavailable("read outbox", err)
 	}
@@ -357,7 +433,7 @@ func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([
 	var out []alerts.Event
 	for rows.Next() {
 		var e alerts.Event
-		if err := rows.Scan(&e.Pos.Seq, &e.ID, &e.AppID, &e.ReceivedAt, &e.OccurredAt, &e.Type, &e.AppVersion,
+		if err := rows.Scan(&e.Shard, &e.Seq, &e.ID, &e.AppID, &e.ReceivedAt, &e.OccurredAt, &e.Type, &e.AppVersion,
 			&e.DeviceModel, &e.OS, &e.OSVersion, &e.Country, &e.Threats); err != nil {
 			return nil, unavailable("read outbox", err)
 		}
@@ -369,62 +445,76 @@ func (s *Store) Outbox(ctx context.Context, after alerts.Position, limit int) ([
 	return out, nil
 }
 
-// Delivered moves a forwarder's cursor to pos and adds n to its count.
+// Delivered moves a forwarder's cursor to pos (its places per shard) and
+// adds n to its count.
 func (s *Store) Delivered(ctx context.Context, forwarderID string, pos alerts.Position, n int) error {
 	return s.inTx(ctx, "record forwarded batch", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE alerts.cursors SET seq = $2, updated_at = now() WHERE name = $1`,
-			"fwd:"+forwarderID, pos.Seq)
-		if err != nil {
+		if err := moveCursor(ctx, tx, CursorNameOf(forwarderID), pos); err != nil {
+			if errors.Is(err, alerts.ErrNotFound) {
+				return fmt.Errorf("forwarder %s: %w", forwarderID, err)
+			}
 			return err
 		}
-		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("forwarder %s: %w", forwarderID, alerts.ErrNotFound)
-		}
-		_, err = tx.Exec(ctx, `UPDATE alerts.forwarders SET delivered = delivered + $2, delivered_until = now(), last_error = ''
+		_, err := tx.Exec(ctx, `UPDATE alerts.forwarders SET delivered = delivered + $2, delivered_until = now(), last_error = ''
 			WHERE id = $1::uuid`, forwarderID, n)
 		return err
 	}, nil)
 }
 
 // Skip bounds a forwarder's backlog to max outbox rows after its cursor:
-// when more wait, the cursor moves past the oldest, the forwarder's
-// skipped count grows by how many it passed, and Skip returns the new
-// cursor and that number (0 and the cursor as it was when within the
-// bound). Seq numbers have gaps (rolled-back inserts) but never more rows
-// than their span, so a span within max is within the bound without a
-// count.
+// when rows wait that are more than max numbers below the outbox's newest
+// (over all shards), the cursor moves past them, the forwarder's skipped
+// count grows by how many it passed, and Skip returns the new cursor and
+// that number (0 and the cursor as it was when within the bound). All
+// shards draw their numbers from one sequence, so the rows left, numbered
+// within max of the newest, are at most max: fewer where numbers are
+// missing (rolled-back writes). In each shard the cursor moves to the last
+// row it passes, not to the edge: a row of that shard still to commit
+// numbers higher and is read.
 func (s *Store) Skip(ctx context.Context, forwarderID string, max int64) (alerts.Position, int64, error) {
 	var pos alerts.Position
 	var n int64
+	name := CursorNameOf(forwarderID)
 	err := s.inTx(ctx, "bound forwarder backlog", func(tx pgx.Tx) error {
-		var top *int64
-		if err := tx.QueryRow(ctx, `SELECT c.seq, (SELECT max(seq) FROM alerts.outbox) FROM alerts.cursors c
-			WHERE c.name = $1 FOR UPDATE`, CursorNameOf(forwarderID)).Scan(&pos.Seq, &top); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM alerts.cursors WHERE name = $1 FOR UPDATE`, name); err != nil {
+			return err
+		}
+		var err error
+		if pos, err = readPosition(ctx, tx, name); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("forwarder %s: %w", forwarderID, alerts.ErrNotFound)
 			}
 			return err
 		}
-		if top == nil || *top-pos.Seq <= max {
-			return nil
-		}
-		var edge int64
-		err := tx.QueryRow(ctx, `SELECT seq FROM alerts.outbox WHERE seq > $1 ORDER BY seq DESC OFFSET $2 LIMIT 1`,
-			pos.Seq, max).Scan(&edge)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
+		// Each shard's newest by its index, then in each shard behind the
+		// edge the rows to pass, counted by index range: the work grows
+		// with the rows passed, not with the backlog.
+		rows, err := tx.Query(ctx, `WITH `+afterSQL+`, tops AS (
+				SELECT a.k, a.seq, (SELECT max(o.seq) FROM alerts.outbox o WHERE o.shard = a.k) AS top FROM after a
+			), edge AS (SELECT max(top) - $4 AS seq FROM tops)
+			SELECT t.k, p.seq, p.n FROM tops t CROSS JOIN edge e CROSS JOIN LATERAL (
+				SELECT max(o.seq) AS seq, count(*) AS n FROM alerts.outbox o WHERE o.shard = t.k AND o.seq > t.seq AND o.seq <= e.seq
+			) p WHERE t.seq < e.seq AND p.n > 0`, append(positionArgs(pos), max)...)
 		if err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM alerts.outbox WHERE seq > $1 AND seq <= $2`, pos.Seq, edge).Scan(&n); err != nil {
+		passed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+			Shard int16
+			Seq   int64
+			N     int64
+		}])
+		if err != nil || len(passed) == 0 {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE alerts.cursors SET seq = $2, updated_at = now() WHERE name = $1`,
-			CursorNameOf(forwarderID), edge); err != nil {
+		moved := alerts.Position{Base: pos.Base, Shards: map[int16]int64{}}
+		for _, p := range passed {
+			moved.Shards[p.Shard] = p.Seq
+			pos.Shards[p.Shard] = p.Seq
+			n += p.N
+		}
+		if err := moveCursor(ctx, tx, name, moved); err != nil {
 			return err
 		}
-		pos.Seq = edge
 		_, err = tx.Exec(ctx, `UPDATE alerts.forwarders SET skipped = skipped + $2 WHERE id = $1::uuid`, forwarderID, n)
 		return err
 	}, nil)
@@ -432,6 +522,23 @@ func (s *Store) Skip(ctx context.Context, forwarderID string, max int64) (alerts
 		return pos, 0, err
 	}
 	return pos, n, nil
+}
+
+// moveCursor stores pos's places per shard as cursor name's (its base
+// stays); ErrNotFound when there is no such cursor.
+func moveCursor(ctx context.Context, tx pgx.Tx, name string, pos alerts.Position) error {
+	tag, err := tx.Exec(ctx, `UPDATE alerts.cursors SET updated_at = now() WHERE name = $1`, name)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return alerts.ErrNotFound
+	}
+	args := positionArgs(pos)
+	_, err = tx.Exec(ctx, `INSERT INTO alerts.cursor_shards (name, shard, seq)
+		SELECT $1, u.k, u.seq FROM unnest($2::smallint[], $3::bigint[]) AS u(k, seq)
+		ON CONFLICT (name, shard) DO UPDATE SET seq = excluded.seq`, name, args[1], args[2])
+	return err
 }
 
 // CursorNameOf is the alerts.cursors row of a forwarder.
@@ -453,25 +560,26 @@ func (s *Store) Failed(ctx context.Context, forwarderID, msg string) error {
 // Fold counts up to limit outbox rows after the counter's cursor into
 // alerts.threat_minutes (one sighting per threat type of an event, by
 // receive minute) and alerts.threat_minutes_scoped (the same by country and
-// OS family too) and moves the cursor, in one statement: every row is
-// counted exactly once in each. It returns how many rows it folded.
+// OS family too) and moves the cursor in each shard it read, in one
+// statement: every row is counted exactly once in each. It returns how
+// many rows it folded.
 func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 	if _, err := s.pool.Exec(ctx, `INSERT INTO alerts.cursors (name) VALUES ('counter') ON CONFLICT DO NOTHING`); err != nil {
 		return 0, unavailable("fold outbox", err)
 	}
 	var n int
 	err := s.inTx(ctx, "fold outbox", func(tx pgx.Tx) error {
-		// The cursor is read first and passed as a parameter, so the
-		// outbox is read through its seq index: a join to the cursor row
-		// made Postgres scan the whole outbox.
-		var seq int64
-		if err := tx.QueryRow(ctx, `SELECT seq FROM alerts.cursors WHERE name = 'counter' FOR UPDATE`).Scan(&seq); err != nil {
+		// The cursor is locked and read first and passed as parameters
+		// (afterSQL says why).
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM alerts.cursors WHERE name = 'counter' FOR UPDATE`); err != nil {
+			return err
+		}
+		pos, err := readPosition(ctx, tx, "counter")
+		if err != nil {
 			return err
 		}
 		return tx.QueryRow(ctx, `
-		WITH rows AS (
-			SELECT o.seq, o.app_id, o.threats, o.received_at, o.country, o.os FROM alerts.outbox o
-			WHERE `+outboxAfter+` ORDER BY o.seq LIMIT $2
+		WITH `+afterSQL+`, rows AS (`+rowsAfterSQL+`
 		), counted AS (
 			INSERT INTO alerts.threat_minutes (app_id, threat, minute, count)
 			SELECT r.app_id, t.threat, date_trunc('minute', r.received_at), count(*)
@@ -481,24 +589,26 @@ func (s *Store) Fold(ctx context.Context, limit int) (int, error) {
 			RETURNING 1
 		), scoped AS (
 			-- By country (blank or not a code: unknown) and OS family
-			-- (alerts.OSFamily: lower case if one of $3, else other).
+			-- (alerts.OSFamily: lower case if one of $5, else other).
 			INSERT INTO alerts.threat_minutes_scoped (app_id, threat, minute, country, os, count)
 			SELECT r.app_id, t.threat, date_trunc('minute', r.received_at),
-				CASE WHEN r.country ~ '^[A-Z]{2}$' THEN r.country ELSE $4 END,
-				CASE WHEN lower(r.os) = ANY ($3::text[]) THEN lower(r.os) ELSE 'other' END, count(*)
+				CASE WHEN r.country ~ '^[A-Z]{2}$' THEN r.country ELSE $6 END,
+				CASE WHEN lower(r.os) = ANY ($5::text[]) THEN lower(r.os) ELSE 'other' END, count(*)
 			FROM rows r CROSS JOIN LATERAL unnest(r.threats) AS t(threat)
 			GROUP BY 1, 2, 3, 4, 5
 			ON CONFLICT (minute, app_id, threat, country, os) DO UPDATE SET count = alerts.threat_minutes_scoped.count + excluded.count
 			RETURNING 1
-		), last AS (
-			SELECT max(seq) AS seq FROM rows HAVING count(*) > 0
 		), moved AS (
-			UPDATE alerts.cursors c SET seq = last.seq, updated_at = now()
-			FROM last WHERE c.name = 'counter' RETURNING 1
+			-- rows holds the first rows of each shard it has any of, so
+			-- its last of a shard is the cursor's new place there.
+			INSERT INTO alerts.cursor_shards (name, shard, seq)
+			SELECT 'counter', r.shard, max(r.seq) FROM rows r GROUP BY r.shard
+			ON CONFLICT (name, shard) DO UPDATE SET seq = excluded.seq
+			RETURNING 1
 		)
 		SELECT (SELECT count(*) FROM rows) + 0 * (SELECT count(*) FROM counted) + 0 * (SELECT count(*) FROM scoped)
 			+ 0 * (SELECT count(*) FROM moved)`,
-			seq, limit, alerts.OSFamilies, alerts.UnknownCountry).Scan(&n)
+			append(positionArgs(pos), limit, alerts.OSFamilies, alerts.UnknownCountry)...).Scan(&n)
 	}, nil)
 	return n, err
 }
@@ -683,15 +793,37 @@ func (s *Store) Retry(ctx context.Context, transitionID int64, next time.Time, d
 }
 
 // Prune deletes outbox rows every cursor has passed that are older than
-// keep, and minute counts older than counts.
+// keep, and minute counts older than counts. Each shard is pruned up to the
+// least place of the live cursors in it, by a statement of its own: given
+// the shard and the place as values PostgreSQL reads the rows through the
+// (shard, seq) index (joined to the list of places it scanned the whole
+// outbox).
 func (s *Store) Prune(ctx context.Context, keep, counts time.Duration) (int64, error) {
-	tag, err := s.pool.Exec(ctx, `
-		WITH lo AS (SELECT min(c.seq) AS seq FROM alerts.cursors c
-			WHERE c.name = 'counter' OR c.name IN (SELECT 'fwd:' || id::text FROM alerts.forwarders WHERE deleted_at IS NULL))
-		DELETE FROM alerts.outbox o USING lo
-		WHERE o.seq <= lo.seq AND o.received_at < now() - make_interval(secs => $1)`, keep.Seconds())
+	rows, err := s.pool.Query(ctx, `
+		WITH `+shardsSQL+`, live AS (SELECT c.name, c.seq FROM alerts.cursors c
+			WHERE c.name = 'counter' OR c.name IN (SELECT 'fwd:' || id::text FROM alerts.forwarders WHERE deleted_at IS NULL)
+		)
+		SELECT s.k, min(coalesce(cs.seq, l.seq)) FROM shards s CROSS JOIN live l
+		LEFT JOIN alerts.cursor_shards cs ON cs.name = l.name AND cs.shard = s.k
+		WHERE s.k IS NOT NULL GROUP BY s.k`)
 	if err != nil {
 		return 0, unavailable("prune outbox", err)
+	}
+	lo, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct {
+		Shard int16
+		Seq   int64
+	}])
+	if err != nil {
+		return 0, unavailable("prune outbox", err)
+	}
+	var n int64
+	for _, l := range lo {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM alerts.outbox WHERE shard = $1 AND seq <= $2
+			AND received_at < now() - make_interval(secs => $3)`, l.Shard, l.Seq, keep.Seconds())
+		if err != nil {
+			return n, unavailable(fmt.Sprintf("prune outbox shard %d", l.Shard), err)
+		}
+		n += tag.RowsAffected()
 	}
 	if _, err := s.pool.Exec(ctx, `DELETE FROM alerts.threat_minutes WHERE minute < now() - make_interval(secs => $1)`, counts.Seconds()); err != nil {
 		return 0, unavailable("prune minute counts", err)
@@ -699,5 +831,5 @@ func (s *Store) Prune(ctx context.Context, keep, counts time.Duration) (int64, e
 	if _, err := s.pool.Exec(ctx, `DELETE FROM alerts.threat_minutes_scoped WHERE minute < now() - make_interval(secs => $1)`, counts.Seconds()); err != nil {
 		return 0, unavailable("prune scoped minute counts", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }

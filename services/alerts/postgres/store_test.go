@@ -9,9 +9,10 @@ import (
 	"threatview/alerts/internal/pgtest"
 )
 
-// TestOutbox_CommitOrder checks that outbox rows are numbered in commit
-// order: a transaction that inserts while another is open waits for it, so
-// a reader that has passed seq n never meets a row below n later.
+// TestOutbox_CommitOrder checks that outbox rows of one shard are numbered
+// in commit order: a transaction that inserts while another of its shard
+// is open waits for it, so a reader that has passed seq n in a shard never
+// meets a row of it below n later.
 func TestOutbox_CommitOrder(t *testing.T) {
 	_, st, pool := pgtest.MustStore(t)
 	ctx := context.Background()

@@ -7,12 +7,15 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for migrations
 
+	"threatview/alerts"
 	"threatview/alerts/postgres"
 	"threatview/migrations"
 	"threatview/platform/testenv"
@@ -66,4 +69,37 @@ func InsertFrom(tb testing.TB, pool *pgxpool.Pool, run, first, n int, app, count
 	if err != nil {
 		tb.Fatalf("insert outbox rows: %v", err)
 	}
+}
+
+// ShardPool returns a pool on the events DB at url (closed at cleanup)
+// whose sessions write alerts.outbox rows as events shard k, as that
+// shard's processor does (threatview.shard, migration 000023).
+func ShardPool(tb testing.TB, url string, k int) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["threatview.shard"] = strconv.Itoa(k)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
+}
+
+// Forwarder stores a live HTTP forwarder of every app and threat (nothing
+// is sent: the tests read its cursor or give it a sink of their own).
+func Forwarder(tb testing.TB, st *postgres.Store) alerts.Forwarder {
+	tb.Helper()
+	f := alerts.Forwarder{ID: uuid.NewString(), Name: "siem", Type: alerts.ForwardHTTP, URL: "https://siem.example/x",
+		Format: alerts.FormatOCSF, CreatedBy: "test"}
+	if err := f.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := st.CreateForwarder(context.Background(), &f, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return f
 }
