@@ -27,7 +27,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -81,12 +83,26 @@ const writerWorkMem = "32MB"
 const connectTimeout = 5 * time.Second
 
 // Open connects a pool of at most maxConns connections to the events DB at
-// url and checks it answers.
+// url and checks it answers; its alerts outbox rows are shard 0's.
 func Open(ctx context.Context, url string, maxConns int32) (*Store, error) {
+	return OpenShard(ctx, url, maxConns, 0)
+}
+
+// OpenShard is Open for the processor of events shard shard: every
+// session of the pool starts with threatview.shard set to it, so its
+// alerts.outbox rows carry it and their commit-order lock is the shard's
+// own (migration 000023), and the shards' writers do not wait for each
+// other's commits. A startup parameter, it costs no statement per
+// transaction.
+func OpenShard(ctx context.Context, url string, maxConns int32, shard int) (*Store, error) {
+	if shard < 0 || shard > math.MaxInt16 {
+		return nil, fmt.Errorf("events shard %d: not 0 to %d", shard, math.MaxInt16)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse EVENTS_DATABASE_URL: %w", err)
 	}
+	cfg.ConnConfig.RuntimeParams["threatview.shard"] = strconv.Itoa(shard)
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}

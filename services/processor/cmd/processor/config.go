@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"time"
 
 	"threatview/platform/httpserver"
@@ -75,6 +77,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_DB_MAX_CONNS must be at least 2, got %d", c.DBMaxConns)
 	case c.Queue == "":
 		return errors.New("PROCESSOR_QUEUE must not be empty")
+	}
+	if _, err := c.Shard(); err != nil {
+		return err
+	}
+	switch {
 	case c.SuppressionRefresh <= 0:
 		return fmt.Errorf("PROCESSOR_SUPPRESSION_REFRESH must be positive, got %s", c.SuppressionRefresh)
 	case c.Prefetch <= 0:
@@ -97,6 +104,23 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("PROCESSOR_LEADER_POLL must be positive, got %s", c.LeaderPoll)
 	}
 	return nil
+}
+
+// Shard is the events shard Queue holds: k of <base>.<k> (the collector's
+// wire.EventsQueues, and a drain processor of a queue left behind by a
+// change of shards takes that queue's k), else 0 (the one queue of an
+// unsharded deployment). The store writes its alerts outbox rows as the
+// shard's (postgres.OpenShard).
+func (c *Config) Shard() (int, error) {
+	i := strings.LastIndexByte(c.Queue, '.')
+	if i < 0 || i == len(c.Queue)-1 || strings.Trim(c.Queue[i+1:], "0123456789") != "" {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(c.Queue[i+1:])
+	if err != nil || k > math.MaxInt16 {
+		return 0, fmt.Errorf("PROCESSOR_QUEUE %q: shard %s is not 0 to %d", c.Queue, c.Queue[i+1:], math.MaxInt16)
+	}
+	return k, nil
 }
 
 // EffectivePrefetch is the broker prefetch: Prefetch, lowered so that

@@ -42,14 +42,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer) erro
 	log := logging.New(stdout, "processor", version, cfg.LogLevel)
 	log.Info("starting", "config", config.Masked(cfg), "prefetch", cfg.EffectivePrefetch())
 
-	store, err := postgres.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	store, err := openStore(ctx, &cfg)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if !cfg.Outbox {
-		store.WithoutOutbox()
-	}
 	pub := mq.NewPublisher(cfg.Broker, log)
 	defer pub.Close()
 
@@ -186,4 +183,21 @@ func maintainPartitions(ctx context.Context, store *postgres.Store, ahead int, g
 		return
 	}
 	gauge.Set(float64(got))
+}
+
+// openStore opens the events DB as the writer of cfg's queue's shard, with
+// the alerts outbox on or off as configured.
+func openStore(ctx context.Context, cfg *Config) (*postgres.Store, error) {
+	shard, err := cfg.Shard()
+	if err != nil {
+		return nil, err
+	}
+	store, err := postgres.OpenShard(ctx, cfg.DatabaseURL, cfg.DBMaxConns, shard)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.Outbox {
+		store.WithoutOutbox()
+	}
+	return store, nil
 }
