@@ -14,6 +14,8 @@
 --
 -- Rows already stored get shard 0 (the default is stable, so it is
 -- evaluated once here, with no setting, and the table is not rewritten).
+-- The check and the index read the outbox once while writers wait: about
+-- an hour of threat events (ALERTS_OUTBOX_KEEP); 2,000,000 rows took 2.1 s.
 ALTER TABLE alerts.outbox ADD COLUMN shard smallint NOT NULL
     DEFAULT coalesce(nullif(current_setting('threatview.shard', true), ''), '0')::smallint
     CHECK (shard >= 0);
