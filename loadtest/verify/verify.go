@@ -186,8 +186,9 @@ var rollups = func() []rollupDef {
 	return out
 }()
 
-// CheckRollups compares every rollup row with a count(*) over events.events
-// for the same app, bucket and key (the device model through the dimension
+// CheckRollups compares every rollup row (a key's rows summed: the
+// summaries over all apps have one row per shard, migration events 000024)
+// with a count(*) over events.events for the same app, bucket and key (the device model through the dimension
 // table, threat types from the payload), every summary over all apps with
 // the count over all apps, and checks that facts.facts and events.events hold the same
 // number of rows.
@@ -201,8 +202,8 @@ func CheckRollups(ctx context.Context, conn *pgx.Conn) ([]Rollup, int64, error) 
 		// Table and column names come from the fixed list above.
 		q := fmt.Sprintf(`
 			WITH truth AS (SELECT %[7]s AS a, %[2]s AS bucket, %[3]s AS k, count(*) AS n FROM events.events e %[4]s GROUP BY 1, 2, 3),
-			     r AS (SELECT %[6]s AS a, bucket, %[5]s AS k, count FROM %[1]s)
-			SELECT (SELECT count(*) FROM %[1]s),
+			     r AS (SELECT %[6]s AS a, bucket, %[5]s AS k, sum(count) AS count FROM %[1]s GROUP BY 1, 2, 3 HAVING sum(count) <> 0)
+			SELECT (SELECT count(*) FROM r),
 			       (SELECT count(*) FROM truth),
 			       (SELECT count(*) FROM truth t FULL JOIN r ON r.a = t.a AND r.bucket = t.bucket AND r.k = t.k
 			         WHERE t.n IS DISTINCT FROM r.count)`, d.table, d.trunc, d.truth, d.join, d.key, d.app, d.appOf)

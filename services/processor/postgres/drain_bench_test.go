@@ -14,6 +14,7 @@ import (
 
 	"threatview/platform/wire"
 	"threatview/processor/internal/pgtest"
+	"threatview/processor/postgres"
 )
 
 // BenchmarkStore_Drain measures the write path as a drain meets it:
@@ -27,7 +28,8 @@ import (
 // time-ordered (v7) and random (v4) ids, from eight apps; and with two
 // shards (issue 38): the events split by wire.EventsShard as the collector
 // routes them, each shard's batches written by its own writer at the same time, as
-// two processors on two queues would (v7 ids).
+// two processors on two queues would, each with its shard's outbox
+// numbering (v7 ids).
 func BenchmarkStore_Drain(b *testing.B) {
 	total := 100_000
 	if v, err := strconv.Atoi(os.Getenv("THREATVIEW_DRAIN_BENCH_EVENTS")); err == nil && v > 0 {
@@ -43,7 +45,19 @@ func BenchmarkStore_Drain(b *testing.B) {
 			name += fmt.Sprintf("/shards=%d", bc.shards)
 		}
 		b.Run(name, func(b *testing.B) {
-			s, pool := mustStore(b)
+			dbURL, pool := pgtest.MustEventsDB(b)
+			// One store per shard, as one processor per queue: each
+			// writes its own shard's outbox rows under its own
+			// commit-order lock (migration 000023).
+			stores := make([]*postgres.Store, bc.shards)
+			for k := range stores {
+				s, err := postgres.OpenShard(context.Background(), dbURL, 4, k)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(s.Close)
+				stores[k] = s
+			}
 			u, err := url.Parse(pool.Config().ConnString())
 			if err != nil {
 				b.Fatal(err)
@@ -86,9 +100,9 @@ func BenchmarkStore_Drain(b *testing.B) {
 						for _, batch := range streams[k] {
 							// A model new to both writers at once fails
 							// one of them, retried as the consumer does.
-							res, err := s.WriteBatch(ctx, batch)
+							res, err := stores[k].WriteBatch(ctx, batch)
 							for try := 0; err != nil && try < 3; try++ {
-								res, err = s.WriteBatch(ctx, batch)
+								res, err = stores[k].WriteBatch(ctx, batch)
 							}
 							if err != nil {
 								errs <- fmt.Errorf("shard %d: WriteBatch: %w", k, err)

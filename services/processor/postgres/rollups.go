@@ -262,9 +262,13 @@ var (
 				out[d][g] = fmt.Sprintf(`INSERT INTO facts.%[1]s AS t (app_id, bucket, %[2]s, count)
 SELECT a, b, k::%[3]s, n FROM unnest($1::text[], $2::%[4]s[], $3::text[], $4::bigint[]) AS u(a, b, k, n)
 ON CONFLICT (app_id, bucket, %[2]s) DO UPDATE SET count = t.count + excluded.count`, table, dim.col, dim.typ, gr.typ)
+				// The summary over all apps has a row per shard (its
+				// shard column defaults to the session's, migration
+				// 000024), so two shards' writers never wait on each
+				// other's rows here.
 				out[d][g+3] = fmt.Sprintf(`INSERT INTO facts.all_apps_%[1]s AS t (bucket, %[2]s, count)
 SELECT b, k::%[3]s, n FROM unnest($1::%[4]s[], $2::text[], $3::bigint[]) AS u(b, k, n)
-ON CONFLICT (bucket, %[2]s) DO UPDATE SET count = t.count + excluded.count`, table, dim.col, dim.typ, gr.typ)
+ON CONFLICT (bucket, %[2]s, shard) DO UPDATE SET count = t.count + excluded.count`, table, dim.col, dim.typ, gr.typ)
 			}
 		}
 		return out

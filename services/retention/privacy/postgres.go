@@ -340,7 +340,8 @@ SELECT (SELECT count(*) FROM del), (SELECT count(*) FROM kept)`
 
 // decrementSQL subtracts erased_facts from the twelve per-app rollups and
 // their twelve all-apps summaries (the processor's rollup upserts, negated:
-// same buckets, same keys), then removes the rows left at zero, so every
+// same buckets, same keys; over all apps in shard 0's row), then removes the
+// rows left at zero, so every
 // rollup stays equal to a count(*) over the remaining events. Rows are
 // locked in key order, as the processor sends its upserts, so the two never
 // deadlock.
@@ -363,16 +364,29 @@ var decrementSQL = func() []string {
 l AS (SELECT t.app_id, t.bucket, t.%[2]s FROM facts.events_by_%[1]s t JOIN d ON t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k ORDER BY 1, 2, 3 FOR UPDATE OF t),
 u AS (UPDATE facts.events_by_%[1]s t SET count = t.count - d.n FROM d WHERE t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k AND (SELECT count(*) FROM l) >= 0 RETURNING t.count)
 SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from),
+				// A summary over all apps has a row per shard (migration
+				// 000024), and which shard counted an event is not kept:
+				// the decrement goes into shard 0's row, which may go
+				// below zero while the key's sum, what readers see, is
+				// exact. A key counts as at zero when its sum before, less
+				// the decrement, is.
 				fmt.Sprintf(`WITH d AS (SELECT %[3]s AS bucket, %[4]s AS k, count(*) AS n FROM %[5]s GROUP BY 1, 2),
-l AS (SELECT t.bucket, t.%[2]s FROM facts.all_apps_events_by_%[1]s t JOIN d ON t.bucket = d.bucket AND t.%[2]s = d.k ORDER BY 1, 2 FOR UPDATE OF t),
-u AS (UPDATE facts.all_apps_events_by_%[1]s t SET count = t.count - d.n FROM d WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND (SELECT count(*) FROM l) >= 0 RETURNING t.count)
-SELECT count(*), count(*) FILTER (WHERE count <= 0) FROM u`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
+u AS (INSERT INTO facts.all_apps_events_by_%[1]s AS t (bucket, %[2]s, shard, count)
+	SELECT bucket, k, 0, -n FROM d ORDER BY 1, 2
+	ON CONFLICT (bucket, %[2]s, shard) DO UPDATE SET count = t.count + excluded.count
+	RETURNING t.bucket, t.%[2]s AS k)
+SELECT count(*), count(*) FILTER (WHERE d.n >= (SELECT coalesce(sum(a.count), 0) FROM facts.all_apps_events_by_%[1]s a
+	WHERE a.bucket = d.bucket AND a.%[2]s = d.k)) FROM u JOIN d ON u.bucket = d.bucket AND u.k = d.k`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
 			// Only the rows this batch touched can have reached 0.
 			out = append(out,
 				fmt.Sprintf(`DELETE FROM facts.events_by_%[1]s t USING (SELECT DISTINCT app_id, %[3]s AS bucket, %[4]s AS k FROM %[5]s) d
 WHERE t.app_id = d.app_id AND t.bucket = d.bucket AND t.%[2]s = d.k AND t.count <= 0`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from),
+				// Only shard 0's row, and only at exactly zero: a row
+				// below zero balances another shard's, and deleting
+				// another shard's row on the key's sum would race its
+				// writer (the sum is not re-read when the row changes).
 				fmt.Sprintf(`DELETE FROM facts.all_apps_events_by_%[1]s t USING (SELECT DISTINCT %[3]s AS bucket, %[4]s AS k FROM %[5]s) d
-WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND t.count <= 0`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
+WHERE t.bucket = d.bucket AND t.%[2]s = d.k AND t.shard = 0 AND t.count = 0`, k.table+"_per_"+g.table, k.col, g.bucket, k.expr, k.from))
 		}
 	}
 	return out

@@ -103,7 +103,8 @@ func copyEvents(tb testing.TB, db *sql.DB, n, devices int, start time.Time) {
 }
 
 // exact returns how many rollup buckets differ from a count(*) over the
-// stored facts (per app and all apps).
+// stored facts (per app, and over all apps with a key's rows summed over the
+// shards, a sum of zero being no bucket).
 func exact(tb testing.TB, pool *pgxpool.Pool) int {
 	tb.Helper()
 	grains := map[string]string{
@@ -120,7 +121,7 @@ func exact(tb testing.TB, pool *pgxpool.Pool) int {
 			q := fmt.Sprintf(`WITH want AS (SELECT app_id, %[1]s AS bucket, %[2]s::text AS key, count(*) AS n FROM %[3]s GROUP BY 1, 2, 3),
 have AS (SELECT app_id, bucket, %[4]s::text AS key, count AS n FROM facts.events_by_%[5]s_per_%[6]s),
 wall AS (SELECT bucket, key, sum(n) AS n FROM want GROUP BY 1, 2),
-hall AS (SELECT bucket, %[4]s::text AS key, count AS n FROM facts.all_apps_events_by_%[5]s_per_%[6]s)
+hall AS (SELECT bucket, %[4]s::text AS key, sum(count) AS n FROM facts.all_apps_events_by_%[5]s_per_%[6]s GROUP BY 1, 2 HAVING sum(count) <> 0)
 SELECT (SELECT count(*) FROM want FULL JOIN have USING (app_id, bucket, key) WHERE want.n IS DISTINCT FROM have.n)
      + (SELECT count(*) FROM wall FULL JOIN hall USING (bucket, key) WHERE wall.n IS DISTINCT FROM hall.n)`, bucket, c[1], c[2], c[0], k, g)
 			if err := pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
@@ -163,15 +164,41 @@ func eraseAll(tb testing.TB, pg *privacy.PG, s privacy.Subject, batch int) priva
 	}
 }
 
+// TestPG_EraseEvents erases a device's events with the summaries over all
+// apps (a row per shard, migration events 000024) counted by shard 0 alone
+// (the erasure's own row), by shard 1 alone (the decrement makes shard 0's
+// rows negative), and split between the two (a decrement of every row of a
+// key, not only shard 0's, subtracts twice). The sums stay exact.
 func TestPG_EraseEvents(t *testing.T) {
+	for _, c := range []struct{ name, fixture string }{
+		{"shard-0", ""},
+		{"shard-1", `UPDATE %[1]s SET shard = 1`},
+		{"split", `INSERT INTO %[1]s SELECT * FROM (SELECT bucket, %[2]s, count / 2, 1 FROM %[1]s WHERE count >= 2) x;
+			UPDATE %[1]s SET count = count - count / 2 WHERE shard = 0 AND count >= 2`},
+	} {
+		t.Run(c.name, func(t *testing.T) { testEraseEvents(t, c.name, c.fixture) })
+	}
+}
+
+func testEraseEvents(t *testing.T, name, fixture string) {
 	url, db := retentiontest.Postgres(t)
 	fill(t, db, 20000, 40)
 	pool := open(t, url)
+	ctx := context.Background()
+	if fixture != "" {
+		for k, col := range map[string]string{"country": "country", "device_model": "device_model_id", "os": "os", "threat": "threat"} {
+			for _, g := range []string{"hour", "day", "month"} {
+				// sql: test fixture; table and column names from the fixed lists above.
+				if _, err := pool.Exec(ctx, fmt.Sprintf(fixture, "facts.all_apps_events_by_"+k+"_per_"+g, col)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
 	if bad := exact(t, pool); bad != 0 {
 		t.Fatalf("before: %d rollup buckets differ from count(*): the fixture is wrong", bad)
 	}
 	pg := privacy.NewPG(pool)
-	ctx := context.Background()
 	count := func(app, dev string) (n int64) {
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM events.events WHERE app_id = $1 AND device_id = $2`, app, dev).Scan(&n); err != nil {
 			t.Fatal(err)
@@ -195,6 +222,13 @@ func TestPG_EraseEvents(t *testing.T) {
 	}
 	if bad := exact(t, pool); bad != 0 {
 		t.Errorf("after the erasure %d rollup buckets differ from count(*)", bad)
+	}
+	var negative int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM facts.all_apps_events_by_country_per_hour WHERE count < 0`).Scan(&negative); err != nil {
+		t.Fatal(err)
+	}
+	if (name == "shard-1" && negative == 0) || (name == "shard-0" && negative != 0) {
+		t.Errorf("%s: %d rows below zero over all apps, want some when shard 1 alone counted, none when shard 0 did", name, negative)
 	}
 	if again := eraseAll(t, pg, victim, 37); again.Events != 0 || again.RollupRows != 0 {
 		t.Errorf("a second run erased %+v, want nothing", again)

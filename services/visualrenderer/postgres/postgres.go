@@ -172,8 +172,11 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 		filter, args = "AND app_id = $4", append(args, q.AppID)
 	}
 	// sql: table, columns and filter come from the fixed maps above, never from input.
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %[2]s, bucket::timestamptz, count FROM %[1]s
-		WHERE bucket >= $1 AND bucket < $2 AND %[4]s %[3]s ORDER BY 1, 2`, table(q, q.Granularity), col, filter, cond), args...)
+	// A summary over all apps has a row per shard (migration events
+	// 000024): a key's rows are summed, and a sum of 0 (an erasure's
+	// decrement in one shard's row, the counts in another's) is no point.
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %[2]s, bucket::timestamptz, sum(count)::bigint FROM %[1]s
+		WHERE bucket >= $1 AND bucket < $2 AND %[4]s %[3]s GROUP BY 1, 2 HAVING sum(count) <> 0 ORDER BY 1, 2`, table(q, q.Granularity), col, filter, cond), args...)
 	if err != nil {
 		return out, fmt.Errorf("stats %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
 	}
@@ -209,7 +212,7 @@ func (s *Store) summed(ctx context.Context, q visualrenderer.Query, out visualre
 	}
 	// sql: table and filter come from the fixed maps above, never from input.
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT bucket::timestamptz, sum(count)::bigint FROM %s
-		WHERE bucket >= $1 AND bucket < $2 %s GROUP BY 1 ORDER BY 1`, table(q, q.Granularity), filter), args...)
+		WHERE bucket >= $1 AND bucket < $2 %s GROUP BY 1 HAVING sum(count) <> 0 ORDER BY 1`, table(q, q.Granularity), filter), args...)
 	if err != nil {
 		return out, fmt.Errorf("stats sum %s: %w: %w", table(q, q.Granularity), visualrenderer.ErrUnavailable, err)
 	}
@@ -247,7 +250,7 @@ func (s *Store) totals(ctx context.Context, q visualrenderer.Query, col string) 
 	if coarse != "" {
 		sql += fmt.Sprintf(` UNION ALL SELECT %[2]s, count FROM %[1]s WHERE bucket >= $2 AND bucket < $3 %[3]s`, coarse, col, filter)
 	}
-	sql = `SELECT k, sum(n)::bigint FROM (` + sql + `) AS x(k, n) GROUP BY 1 ORDER BY 2 DESC, 1`
+	sql = `SELECT k, sum(n)::bigint FROM (` + sql + `) AS x(k, n) GROUP BY 1 HAVING sum(n) <> 0 ORDER BY 2 DESC, 1`
 	// sql: built above from the fixed table and column maps; input only in args.
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {

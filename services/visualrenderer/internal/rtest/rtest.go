@@ -133,7 +133,7 @@ func Seed(tb testing.TB, pool *pgxpool.Pool, s Synthetic) int {
 			}
 			q = fmt.Sprintf(`INSERT INTO facts.all_apps_events_by_%s_per_%s AS t (bucket, %s, count)
 				SELECT %s, %s, count(*) FROM %s GROUP BY 1, 2
-				ON CONFLICT (bucket, %s) DO UPDATE SET count = t.count + excluded.count`, k, g, c[0], b, c[1], from, c[0])
+				ON CONFLICT (bucket, %s, shard) DO UPDATE SET count = t.count + excluded.count`, k, g, c[0], b, c[1], from, c[0])
 			// sql: test fixture; names from the fixed maps above.
 			if _, err := conn.Exec(ctx, q); err != nil {
 				tb.Fatalf("seed %s per %s over all apps: %v", k, g, err)
