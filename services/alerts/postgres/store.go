@@ -391,11 +391,13 @@ func positionArgs(p alerts.Position) []any {
 // shardsSQL is a common table expression "shards" of the shards that have
 // rows in the outbox (k; a last row with k null ends the list): a loose
 // scan of the index outbox_shard_seq, one probe a shard, so its cost does
-// not grow with the outbox.
+// not grow with the outbox. It goes from the highest shard down: each probe
+// lands on a shard's newest rows, not on its oldest, which Prune deletes
+// and which stay in the index, dead, until the next vacuum.
 const shardsSQL = `RECURSIVE shards AS (
-	SELECT min(shard) AS k FROM alerts.outbox
+	SELECT max(shard) AS k FROM alerts.outbox
 	UNION ALL
-	SELECT (SELECT min(o.shard) FROM alerts.outbox o WHERE o.shard > s.k) FROM shards s WHERE s.k IS NOT NULL
+	SELECT (SELECT max(o.shard) FROM alerts.outbox o WHERE o.shard < s.k) FROM shards s WHERE s.k IS NOT NULL
 )`
 
 // afterSQL adds to shardsSQL "after": each shard k with rows and the seq a
