@@ -171,10 +171,10 @@ func (s *Store) Stats(ctx context.Context, q visualrenderer.Query) (visualrender
 	if q.AppID != "" {
 		filter, args = "AND app_id = $4", append(args, q.AppID)
 	}
-	// sql: table, columns and filter come from the fixed maps above, never from input.
 	// A summary over all apps has a row per shard (migration events
 	// 000024): a key's rows are summed, and a sum of 0 (an erasure's
 	// decrement in one shard's row, the counts in another's) is no point.
+	// sql: table, columns and filter come from the fixed maps above, never from input.
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %[2]s, bucket::timestamptz, sum(count)::bigint FROM %[1]s
 		WHERE bucket >= $1 AND bucket < $2 AND %[4]s %[3]s GROUP BY 1, 2 HAVING sum(count) <> 0 ORDER BY 1, 2`, table(q, q.Granularity), col, filter, cond), args...)
 	if err != nil {
