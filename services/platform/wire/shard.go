@@ -1,6 +1,11 @@
 package wire
 
-import "strconv"
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
 
 // EventsShard returns the shard (0 to shards-1) of an app's events: FNV-1a
 // (32 bits) of the app id, modulo shards. The collector routes an app's
@@ -35,4 +40,20 @@ func EventsQueues(base string, shards int) []string {
 		out[i] = base + "." + strconv.Itoa(i)
 	}
 	return out
+}
+
+// QueueShard is EventsQueues read backwards: the shard k of a queue named
+// <base>.<k>, else 0 (base itself: the one queue of an unsharded
+// deployment). A suffix of digits that is no shard number (above 32767,
+// the outbox's and the rollups' smallint) is an error.
+func QueueShard(queue string) (int, error) {
+	i := strings.LastIndexByte(queue, '.')
+	if i < 0 || i == len(queue)-1 || strings.Trim(queue[i+1:], "0123456789") != "" {
+		return 0, nil
+	}
+	k, err := strconv.Atoi(queue[i+1:])
+	if err != nil || k > math.MaxInt16 {
+		return 0, fmt.Errorf("queue %q: shard %s is not 0 to %d", queue, queue[i+1:], math.MaxInt16)
+	}
+	return k, nil
 }

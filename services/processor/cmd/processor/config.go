@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"time"
 
 	"threatview/platform/httpserver"
 	"threatview/platform/mq"
+	"threatview/platform/wire"
 )
 
 // Config is the processor's configuration, read from the environment.
@@ -112,13 +111,9 @@ func (c *Config) Validate() error {
 // unsharded deployment). The store writes its alerts outbox rows as the
 // shard's (postgres.OpenShard).
 func (c *Config) Shard() (int, error) {
-	i := strings.LastIndexByte(c.Queue, '.')
-	if i < 0 || i == len(c.Queue)-1 || strings.Trim(c.Queue[i+1:], "0123456789") != "" {
-		return 0, nil
-	}
-	k, err := strconv.Atoi(c.Queue[i+1:])
-	if err != nil || k > math.MaxInt16 {
-		return 0, fmt.Errorf("PROCESSOR_QUEUE %q: shard %s is not 0 to %d", c.Queue, c.Queue[i+1:], math.MaxInt16)
+	k, err := wire.QueueShard(c.Queue)
+	if err != nil {
+		return 0, fmt.Errorf("PROCESSOR_QUEUE: %w", err)
 	}
 	return k, nil
 }
