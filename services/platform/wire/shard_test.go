@@ -45,13 +45,13 @@ func TestEventsShard(t *testing.T) {
 // and the single queue of an unsharded deployment as 0.
 func TestQueueShard(t *testing.T) {
 	for _, n := range []int{1, 2, 11} {
-		for i, q := range EventsQueues("/queue/threatview.events", n) {
-			if k, err := QueueShard(q); k != i || err != nil {
+		for i, q := range wire.EventsQueues("/queue/threatview.events", n) {
+			if k, err := wire.QueueShard(q); k != i || err != nil {
 				t.Errorf("QueueShard(%q) = %d, %v; want %d", q, k, err, i)
 			}
 		}
 	}
-	if _, err := QueueShard("/queue/threatview.events.32768"); err == nil {
+	if _, err := wire.QueueShard("/queue/threatview.events.32768"); err == nil {
 		t.Error("QueueShard of shard 32768: no error, want one (past a smallint)")
 	}
 }
